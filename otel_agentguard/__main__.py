@@ -1,0 +1,3 @@
+from otel_agentguard.replay.cli import run
+
+raise SystemExit(run())

@@ -1,0 +1,30 @@
+"""The session carried in the OpenTelemetry context.
+
+Kept in the OpenTelemetry context (not a bare contextvar) so it follows the
+span context everywhere the context goes: asyncio tasks, and thread pools
+that run work under ``contextvars.copy_context()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry import context
+
+_SESSION_KEY = context.create_key("agentguard-session")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    session_id: str
+    profile: str | None = None
+    task_type: str | None = None
+
+
+def current_session(parent: context.Context | None = None) -> SessionContext | None:
+    value = context.get_value(_SESSION_KEY, parent)
+    return value if isinstance(value, SessionContext) else None
+
+
+def with_session(session: SessionContext, parent: context.Context | None = None) -> context.Context:
+    return context.set_value(_SESSION_KEY, session, parent)

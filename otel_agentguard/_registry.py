@@ -1,0 +1,47 @@
+"""Which guard processors exist, so the session API and tool wrappers can find them.
+
+Weak references only: a processor that its provider dropped is forgotten.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+from otel_agentguard.policy import Policy, policy_from_env
+
+if TYPE_CHECKING:
+    from otel_agentguard.processor import AgentGuardSpanProcessor
+
+_lock = threading.Lock()
+_processors: weakref.WeakSet[AgentGuardSpanProcessor] = weakref.WeakSet()
+_fallback_policy: Policy | None = None
+
+
+def register(processor: AgentGuardSpanProcessor) -> None:
+    with _lock:
+        _processors.add(processor)
+
+
+def unregister(processor: AgentGuardSpanProcessor) -> None:
+    with _lock:
+        _processors.discard(processor)
+
+
+def processors() -> tuple[AgentGuardSpanProcessor, ...]:
+    with _lock:
+        return tuple(_processors)
+
+
+def active_policy() -> Policy:
+    """The policy tools are fingerprinted with: the installed processor's, else the environment's."""
+    global _fallback_policy
+    for processor in processors():
+        return processor.policy
+    if _fallback_policy is None:
+        try:
+            _fallback_policy = policy_from_env()
+        except ValueError:  # a bad policy file fails loudly at install(), not inside a tool call
+            _fallback_policy = Policy.builtin()
+    return _fallback_policy

@@ -1,0 +1,59 @@
+"""Attributes of an ``execute_tool`` span, shared by the decorator and every instrumentation.
+
+Raw arguments and results go on the span only when content capture is on;
+fingerprints, argument keys and sizes always do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from otel_agentguard import attributes as A
+from otel_agentguard.config import capture_content
+from otel_agentguard.fingerprint import is_empty
+from otel_agentguard.policy import Policy
+
+_MAX_CAPTURED_CHARS = 64 * 1024
+
+
+def tool_start_attributes(
+    name: str, arguments: Any, policy: Policy, *, effect: str | None = None, call_id: str | None = None
+) -> dict[str, Any]:
+    fingerprint = policy.fingerprinter(name).arguments(arguments)
+    attributes: dict[str, Any] = {
+        A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
+        A.GEN_AI_TOOL_NAME: name,
+        A.TOOL_ARGS_FINGERPRINT: fingerprint.fingerprint,
+        A.TOOL_ARGS_KEYS: list(fingerprint.keys),
+        A.TOOL_ARGS_SIZE: fingerprint.size,
+    }
+    chosen = policy.effect(name, effect)
+    if chosen:
+        attributes[A.TOOL_EFFECT] = chosen
+    if call_id:
+        attributes[A.GEN_AI_TOOL_CALL_ID] = call_id
+    if capture_content():
+        attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = _as_text(arguments)
+    return attributes
+
+
+def tool_result_attributes(name: str, result: Any, policy: Policy) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        A.TOOL_RESULT_FINGERPRINT: policy.fingerprinter(name).result(result),
+        A.TOOL_RESULT_EMPTY: is_empty(result),
+    }
+    if capture_content():
+        attributes[A.GEN_AI_TOOL_CALL_RESULT] = _as_text(result)
+    return attributes
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+        except Exception:  # deliberate: capture is best effort, the call goes on
+            text = f"<{type(value).__name__}>"
+    return text[:_MAX_CAPTURED_CHARS]

@@ -1,0 +1,105 @@
+"""Every name other people's code, dashboards and alert rules depend on, once.
+
+The ``agentguard.*`` names are this package's public contract (see DESIGN.md);
+the ``gen_ai.*`` names are the OpenTelemetry GenAI semantic conventions we read
+and write. Nothing else in the package spells these strings.
+"""
+
+from __future__ import annotations
+
+# --- agentguard span attributes -------------------------------------------
+SESSION_ID = "agentguard.session.id"
+SEQUENCE = "agentguard.sequence"
+TOOL_ARGS_FINGERPRINT = "agentguard.tool.args.fingerprint"
+TOOL_ARGS_KEYS = "agentguard.tool.args.keys"
+TOOL_ARGS_SIZE = "agentguard.tool.args.size"
+TOOL_RESULT_FINGERPRINT = "agentguard.tool.result.fingerprint"
+# True when the tool returned nothing useful (None, "", [], {} or a mapping of
+# only empty values). Lets error_streak judge results without their content.
+TOOL_RESULT_EMPTY = "agentguard.tool.result.empty"
+TOOL_EFFECT = "agentguard.tool.effect"
+FINAL_CLAIMS = "agentguard.final.claims"
+# Number of tool calls a model response asked for (feeds the tool-call balance).
+RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
+STOP_REASON = "agentguard.stop_reason"
+PROFILE = "agentguard.profile"
+POLICY_VERSION = "agentguard.policy.version"
+MODE = "agentguard.mode"
+TASK_TYPE = "agentguard.task_type"
+STEPS = "agentguard.steps"
+TOKENS = "agentguard.tokens"
+COST_USD = "agentguard.cost.usd"
+# Marks the short span that carries a verdict when no session span is open.
+VERDICT = "agentguard.verdict"
+
+# --- the stall event --------------------------------------------------------
+STALL_EVENT = "agentguard.stall"
+PROBE = "agentguard.probe"
+EVIDENCE = "agentguard.evidence"
+DETAIL = "agentguard.detail"
+DISPOSAL = "agentguard.disposal"
+BUDGET_KIND = "agentguard.budget.kind"
+
+# --- probe names -------------------------------------------------------------
+TOOL_LOOP = "tool_loop"
+CYCLE = "cycle"
+NO_PROGRESS = "no_progress"
+ERROR_STREAK = "error_streak"
+BUDGET_EXCEEDED = "budget_exceeded"
+FAKE_COMPLETION = "fake_completion"
+PROBE_NAMES = (TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_STREAK, BUDGET_EXCEEDED, FAKE_COMPLETION)
+
+BUDGET_KINDS = ("steps", "tokens", "cost", "wall_time", "model_calls")
+
+# --- stop reasons ---------------------------------------------------------------
+COMPLETED = "completed"
+EXPLICIT_FINISH = "explicit_finish"
+STEERED = "steered"
+DRAINED = "drained"
+DISPATCHED = "dispatched"
+AWAITING = "awaiting"
+ERROR = "error"
+ABANDONED = "abandoned"
+INTERRUPTS = (STEERED, DRAINED, DISPATCHED, AWAITING)
+STOP_REASONS = (COMPLETED, EXPLICIT_FINISH, *PROBE_NAMES, *INTERRUPTS, ERROR, ABANDONED)
+# Session outcomes that are not failures of the agent.
+HEALTHY_STOP_REASONS = (COMPLETED, EXPLICIT_FINISH, *INTERRUPTS)
+
+# --- metrics -----------------------------------------------------------------------
+METRIC_SESSIONS = "agentguard.sessions"
+METRIC_STALLS = "agentguard.stalls"
+METRIC_SESSION_STEPS = "agentguard.session.steps"
+METRIC_SESSION_TOKENS = "agentguard.session.tokens"
+METRIC_SESSION_DURATION = "agentguard.session.duration"
+METRIC_INTERNAL_ERRORS = "agentguard.internal_errors"
+
+# --- GenAI semantic conventions we read and write ---------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+ERROR_TYPE = "error.type"
+SESSION_ID_SEMCONV = "session.id"
+
+OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_AGENT = "invoke_agent"
+# Inference operations: a span with one of these is a model step.
+INFERENCE_OPERATIONS = frozenset(
+    {"chat", "text_completion", "generate_content", "completion", "responses"}
+)
+STEP_OPERATIONS = INFERENCE_OPERATIONS | {OP_EXECUTE_TOOL}
+
+# Older or vendor spellings we still read from foreign spans.
+LEGACY_INPUT_TOKENS = ("gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+LEGACY_OUTPUT_TOKENS = ("gen_ai.usage.completion_tokens", "llm.token_count.completion")

@@ -1,0 +1,24 @@
+"""Runtime settings shared by the processor, the session API and instrumentations."""
+
+from __future__ import annotations
+
+import os
+
+from opentelemetry import context
+
+from otel_agentguard.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+
+# Values of the GenAI capture variable that put content on spans (the GenAI
+# utilities also accept the SPAN_ONLY / SPAN_AND_EVENT spellings).
+_CAPTURE_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
+
+
+def capture_content() -> bool:
+    """Whether raw arguments, results, prompts and answers may go on spans (off by default)."""
+    value = os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "")
+    return value.strip().lower() in _CAPTURE_ON
+
+
+def instrumentation_suppressed() -> bool:
+    """True inside ``suppress_instrumentation()`` (and during export)."""
+    return bool(context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key

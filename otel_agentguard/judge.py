@@ -1,0 +1,218 @@
+"""The judge: one session's steps in, alerts and a stop_reason out.
+
+The live span processor and the offline replay both feed steps to
+:class:`SessionJudge`, so a replay reproduces exactly the alerts the live run
+raised, at the same sequence numbers. The judge must see steps in sequence
+order; live spans end out of order (parallel tool calls), so the processor
+puts them back in order with a :class:`SequenceBuffer` first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard.policy import Policy, Profile
+from otel_agentguard.probes import Alert, Probe, SessionTotals, all_probes
+from otel_agentguard.steps import MODEL, TOOL, Step
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a session ended and why, with its totals and every alert."""
+
+    session_id: str
+    stop_reason: str
+    profile: str
+    policy_version: str
+    steps: int
+    tokens: int
+    cost_usd: float
+    model_calls: int
+    duration_s: float
+    alerts: tuple[Alert, ...]
+    labels: dict[int, str] = field(default_factory=dict)  # sequence -> step id from a trajectory file
+
+    @property
+    def stalled(self) -> bool:
+        return self.stop_reason in A.PROBE_NAMES
+
+    def label(self, sequence: int) -> str:
+        return self.labels.get(sequence, str(sequence))
+
+
+def choose_stop_reason(
+    alerts: tuple[Alert, ...] | list[Alert],
+    *,
+    interrupt: str | None = None,
+    error: bool = False,
+    explicit_finish: bool = False,
+    final_answer: bool = False,
+) -> str:
+    """DESIGN.md's precedence: an interrupt on purpose is never a failure; a fake
+    completion outranks other alerts; else the first alert; then error,
+    explicit finish, completed; a session that just stopped is abandoned."""
+    if interrupt:
+        return interrupt
+    if any(alert.probe == A.FAKE_COMPLETION for alert in alerts):
+        return A.FAKE_COMPLETION
+    if alerts:
+        return alerts[0].probe
+    if error:
+        return A.ERROR
+    if explicit_finish:
+        return A.EXPLICIT_FINISH
+    if final_answer:
+        return A.COMPLETED
+    return A.ABANDONED
+
+
+class SessionJudge:
+    """Judges one session, step by step. Not thread-safe: the caller serialises."""
+
+    __slots__ = (
+        "session_id", "policy", "profile", "totals", "alerts", "_probes", "_labels", "_last_end_ns", "_last_sequence",
+    )
+
+    def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0):
+        self.session_id = session_id
+        self.policy = policy
+        self.profile = profile or policy.resolve_profile()
+        self.totals = SessionTotals(start_ns)
+        self.alerts: list[Alert] = []
+        disabled = self.profile.disabled_probes
+        self._probes: list[Probe] = [
+            factory(self.profile, policy) for factory in all_probes() if factory.name not in disabled
+        ]
+        self._labels: dict[int, str] | None = None
+        self._last_end_ns = start_ns
+        self._last_sequence = 0
+
+    def observe(self, step: Step) -> list[Alert]:
+        """Account for one step (in sequence order) and return the alerts it raised."""
+        self._account(step)
+        raised: list[Alert] = []
+        for probe in tuple(self._probes):
+            try:
+                found = probe.observe(step, self.totals)
+            except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
+                self._probes.remove(probe)
+                _internal_errors.report(f"probe.{probe.name}", exc)
+                continue
+            if found:
+                raised.extend(found)
+        self.alerts.extend(raised)
+        return raised
+
+    def _account(self, step: Step) -> None:
+        totals = self.totals
+        if not totals.start_ns and step.start_ns:
+            totals.start_ns = step.start_ns
+        self._last_end_ns = max(self._last_end_ns, step.end_ns)
+        self._last_sequence = max(self._last_sequence, step.sequence)
+        totals.tokens += step.tokens
+        if step.cost_usd is not None:
+            totals.cost_usd += step.cost_usd
+        elif step.kind == MODEL:
+            totals.cost_usd += self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
+        if step.kind == TOOL:
+            totals.steps += 1
+            if not step.failed:
+                if step.effect == "write":
+                    totals.wrote = True
+                if step.name == self.policy.finish_tool:
+                    totals.finished_explicitly = True
+        else:
+            totals.model_calls += 1
+            if step.final:
+                totals.steps += 1
+                totals.final = True
+        if step.label is not None:
+            if self._labels is None:
+                self._labels = {}
+            self._labels[step.sequence] = step.label
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last_sequence
+
+    def finish(self, *, error: bool = False, interrupt: str | None = None, end_ns: int = 0) -> Verdict:
+        totals = self.totals
+        end = max(end_ns, self._last_end_ns)
+        return Verdict(
+            session_id=self.session_id,
+            stop_reason=choose_stop_reason(
+                self.alerts,
+                interrupt=interrupt,
+                error=error,
+                explicit_finish=totals.finished_explicitly,
+                final_answer=totals.final,
+            ),
+            profile=self.profile.name,
+            policy_version=self.policy.version,
+            steps=totals.steps,
+            tokens=totals.tokens,
+            cost_usd=totals.cost_usd,
+            model_calls=totals.model_calls,
+            duration_s=max(end - totals.start_ns, 0) / 1e9 if totals.start_ns else 0.0,
+            alerts=tuple(self.alerts),
+            labels=dict(self._labels or {}),
+        )
+
+
+class SequenceBuffer:
+    """Releases steps in sequence order when they arrive out of order.
+
+    Sequence numbers are assigned at span start; spans end in any order.
+    A step waits until every lower number has ended or been skipped. A number
+    that never ends (a leaked span) holds back at most ``max_pending`` steps
+    before it is given up on, so memory stays bounded.
+    """
+
+    __slots__ = ("_next", "_pending", "_skipped", "_max_pending", "_arrivals")
+
+    def __init__(self, max_pending: int = 64):
+        self._next = 1
+        self._pending: list[tuple[int, int, Step]] = []  # heap of (sequence, arrival, step)
+        self._skipped: set[int] = set()
+        self._max_pending = max_pending
+        self._arrivals = itertools.count()  # tie-breaker: steps themselves are not ordered
+
+    def push(self, step: Step) -> list[Step]:
+        if step.sequence < self._next:
+            return [step]  # late or duplicate: judge it now rather than never
+        heapq.heappush(self._pending, (step.sequence, next(self._arrivals), step))
+        return self._release()
+
+    def skip(self, sequence: int) -> list[Step]:
+        """A numbered span ended without being a step."""
+        if sequence >= self._next:
+            self._skipped.add(sequence)
+        return self._release()
+
+    def drain(self) -> list[Step]:
+        ready = [entry[2] for entry in sorted(self._pending)]
+        self._pending.clear()
+        self._skipped.clear()
+        if ready:
+            self._next = ready[-1].sequence + 1
+        return ready
+
+    def _release(self) -> list[Step]:
+        ready: list[Step] = []
+        pending = self._pending
+        while True:
+            if self._next in self._skipped:
+                self._skipped.discard(self._next)
+                self._next += 1
+            elif pending and pending[0][0] <= self._next:
+                step = heapq.heappop(pending)[2]
+                self._next = max(self._next, step.sequence + 1)
+                ready.append(step)
+            elif len(pending) > self._max_pending:
+                self._next = pending[0][0]  # give up on the missing number
+            else:
+                return ready

@@ -1,0 +1,64 @@
+"""The guard's OpenTelemetry instruments (names fixed by DESIGN.md).
+
+Labels are low-cardinality by construction: stop reasons, profiles, probe and
+budget-kind names. A session id or a tool argument never becomes a label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import metrics
+
+from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard.judge import Verdict
+from otel_agentguard.probes import Alert
+from otel_agentguard.version import __version__
+
+_STEP_BUCKETS = (1, 2, 4, 6, 8, 10, 12, 15, 18, 24, 32, 48, 64, 128)
+_TOKEN_BUCKETS = (250, 500, 1000, 2000, 4000, 6000, 8000, 16000, 32000, 64000, 128000)
+_DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+
+
+def _histogram(meter: metrics.Meter, name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+    try:
+        return meter.create_histogram(name, unit=unit, description=description,
+                                      explicit_bucket_boundaries_advisory=list(buckets))
+    except TypeError:  # opentelemetry-api before the bucket advisory
+        return meter.create_histogram(name, unit=unit, description=description)
+
+
+class GuardMetrics:
+    def __init__(self, meter_provider: metrics.MeterProvider | None = None):
+        meter = metrics.get_meter("otel_agentguard", __version__, meter_provider)
+        self._sessions = meter.create_counter(
+            A.METRIC_SESSIONS, unit="{session}", description="Sessions judged, by stop_reason and profile")
+        self._stalls = meter.create_counter(
+            A.METRIC_STALLS, unit="{stall}", description="Stall alerts raised, by probe")
+        self._internal_errors = meter.create_counter(
+            A.METRIC_INTERNAL_ERRORS, unit="{error}", description="Failures contained inside the guard, by kind")
+        self._steps = _histogram(meter, A.METRIC_SESSION_STEPS, "{step}",
+                                 "Steps per session (tool steps plus the final answer)", _STEP_BUCKETS)
+        self._tokens = _histogram(meter, A.METRIC_SESSION_TOKENS, "{token}", "Tokens per session", _TOKEN_BUCKETS)
+        self._duration = _histogram(meter, A.METRIC_SESSION_DURATION, "s", "Session wall time", _DURATION_BUCKETS)
+        _internal_errors.add_listener(self.internal_error)
+
+    def close(self) -> None:
+        _internal_errors.remove_listener(self.internal_error)
+
+    def stall(self, alert: Alert, profile: str) -> None:
+        labels = {A.PROBE: alert.probe, A.PROFILE: profile}
+        if alert.budget_kind:
+            labels[A.BUDGET_KIND] = alert.budget_kind
+        self._stalls.add(1, labels)
+
+    def session_ended(self, verdict: Verdict) -> None:
+        labels = {A.STOP_REASON: verdict.stop_reason, A.PROFILE: verdict.profile}
+        self._sessions.add(1, labels)
+        self._steps.record(verdict.steps, labels)
+        self._tokens.record(verdict.tokens, labels)
+        self._duration.record(verdict.duration_s, labels)
+
+    def internal_error(self, kind: str) -> None:
+        self._internal_errors.add(1, {"kind": kind})

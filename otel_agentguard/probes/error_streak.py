@@ -1,0 +1,63 @@
+"""``error_streak``: consecutive tool results that failed or came back empty.
+
+What it does:
+    Counts tool steps in a row whose span failed (status ERROR or
+    ``error.type``) or whose result was empty (null, "", [], {}, or a mapping
+    of only empty values), across any arguments. A useful result ends the
+    streak; a result that is not known neither extends nor ends it.
+Why it matters:
+    Retrying a broken or empty source with ever new arguments is a stall the
+    repeat counters cannot see.
+Example:
+    search(q="a") -> [], search(q="b") -> [], lookup(id=1) -> 500, ...
+Options:
+    ``error_streak``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from otel_agentguard.attributes import ERROR_STREAK
+from otel_agentguard.policy import Policy, Profile
+from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.steps import TOOL, Step
+
+DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user what failed"
+
+
+class ErrorStreak:
+    name = ERROR_STREAK
+    __slots__ = ("_threshold", "_streak", "_failures", "_fired")
+
+    def __init__(self, profile: Profile, policy: Policy):
+        self._threshold = profile.error_streak
+        self._streak: deque[int] = deque(maxlen=self._threshold)
+        self._failures = 0  # how many in the current streak failed (vs came back empty)
+        self._fired = False
+
+    def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
+        if step.kind != TOOL or self._fired:
+            return None
+        if not step.failed and step.empty is None:
+            return None
+        if not step.failed and not step.empty:
+            self._streak.clear()
+            self._failures = 0
+            return None
+        self._streak.append(step.sequence)
+        self._failures += 1 if step.failed else 0
+        if len(self._streak) < self._threshold:
+            return None
+        self._fired = True
+        failed = min(self._failures, self._threshold)
+        return [Alert(
+            probe=ERROR_STREAK,
+            sequence=step.sequence,
+            evidence=tuple(self._streak),
+            detail=(
+                f"{self._threshold} tool results in a row failed or came back empty "
+                f"({failed} failed, {self._threshold - failed} empty)"
+            ),
+            disposal=DISPOSAL,
+        )]

@@ -1,0 +1,46 @@
+"""``fake_completion``: the final answer claims an action no write tool performed.
+
+What it does:
+    On the final answer, looks at its claim categories (found in process by
+    the claim patterns, see :mod:`otel_agentguard.claims`). If the answer
+    claims a write ("refund submitted", "已为您提交") while no tool whose
+    contract says ``effect = "write"`` succeeded in the session, it fires.
+Why it matters:
+    The answer is the thing under judgement: the side effects must come from
+    the tool contracts, never from the answer's own words. This alert outranks
+    every other when the session's stop_reason is chosen.
+Example:
+    "I have submitted your refund" after only get_order and check_policy.
+Options:
+    ``[tools.<name>] effect = "write"``; ``[claims.<lang>]`` patterns.
+"""
+
+from __future__ import annotations
+
+from otel_agentguard.attributes import FAKE_COMPLETION
+from otel_agentguard.claims import WRITE
+from otel_agentguard.policy import Policy, Profile
+from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.steps import Step
+
+DISPOSAL = "do not deliver the answer: roll back, re-run the write or escalate, and alert (highest priority)"
+
+
+class FakeCompletion:
+    name = FAKE_COMPLETION
+    __slots__ = ("_fired",)
+
+    def __init__(self, profile: Profile, policy: Policy):
+        self._fired = False
+
+    def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
+        if not step.final or self._fired or WRITE not in step.claims or totals.wrote:
+            return None
+        self._fired = True
+        return [Alert(
+            probe=FAKE_COMPLETION,
+            sequence=step.sequence,
+            evidence=(step.sequence,),
+            detail="the final answer claims a completed write action, but no write tool succeeded in the session",
+            disposal=DISPOSAL,
+        )]

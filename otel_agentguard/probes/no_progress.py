@@ -1,0 +1,63 @@
+"""``no_progress``: steps that bring no state the session has not seen before.
+
+What it does:
+    Keeps the set of state fingerprints (tool result fingerprints) seen in the
+    session. A tool step whose result is already in the set, or that failed,
+    extends a run; a new state ends it. Fires when the run reaches
+    ``no_progress_steps``, whatever the arguments were. Steps whose result is
+    unknown and model steps neither extend nor end the run.
+Why it matters:
+    An agent can vary its arguments forever (new dates, new phrasings) and
+    still learn nothing: the results say so.
+Example:
+    four calls in a row that all return "logistics: stalled".
+Options:
+    ``no_progress_steps``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from otel_agentguard.attributes import NO_PROGRESS
+from otel_agentguard.policy import Policy, Profile
+from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.steps import TOOL, Step
+
+DISPOSAL = "end the session and reclaim its context; escalate to a human or a stronger model"
+_MAX_STATES = 4096  # bounded memory: the oldest states are forgotten first
+
+
+class NoProgress:
+    name = NO_PROGRESS
+    __slots__ = ("_threshold", "_seen", "_run", "_fired")
+
+    def __init__(self, profile: Profile, policy: Policy):
+        self._threshold = profile.no_progress_steps
+        self._seen: dict[str, None] = {}
+        self._run: deque[int] = deque(maxlen=self._threshold)
+        self._fired = False
+
+    def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
+        if step.kind != TOOL or self._fired:
+            return None
+        state = step.result_fingerprint
+        if state is None and not step.failed:
+            return None  # the result is unknown: no verdict either way
+        if not step.failed and state not in self._seen:
+            self._seen[state] = None
+            if len(self._seen) > _MAX_STATES:
+                del self._seen[next(iter(self._seen))]
+            self._run.clear()
+            return None
+        self._run.append(step.sequence)
+        if len(self._run) < self._threshold:
+            return None
+        self._fired = True
+        return [Alert(
+            probe=NO_PROGRESS,
+            sequence=step.sequence,
+            evidence=tuple(self._run),
+            detail=f"{self._threshold} tool steps in a row produced no state the session had not seen before",
+            disposal=DISPOSAL,
+        )]

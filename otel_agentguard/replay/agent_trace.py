@@ -1,0 +1,66 @@
+"""Sessions from ``agent-trace.jsonl``: the event log of a minimal guard
+(one JSON object per line with ``session_id``, ``sequence`` and ``event``).
+
+``tool_call_planned`` events become tool steps; the log keeps only argument
+fingerprints and spend, never results, so results are unknown to the judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_agentguard.policy import Policy
+from otel_agentguard.replay.errors import InputError
+from otel_agentguard.replay.recorded import RecordedSession
+from otel_agentguard.steps import TOOL, Step
+
+
+def is_agent_trace_record(record: Any) -> bool:
+    return isinstance(record, Mapping) and "session_id" in record and "event" in record
+
+
+class AgentTraceCollector:
+    def __init__(self, policy: Policy):
+        self._policy = policy
+        self._sessions: dict[str, RecordedSession] = {}
+        self._spend: dict[str, float] = {}
+
+    def add_record(self, record: Mapping[str, Any], path: str, line: int) -> None:
+        if not is_agent_trace_record(record):
+            raise InputError(path, "expected an agent-trace event with 'session_id' and 'event'", line)
+        session_id = str(record["session_id"])
+        try:
+            at_ns = int(float(record.get("timestamp", 0)) * 1e9)
+            sequence = int(record.get("sequence", 0))
+        except (TypeError, ValueError):
+            raise InputError(path, "'timestamp' and 'sequence' must be numbers", line) from None
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = RecordedSession(session_id, path, start_ns=at_ns)
+        session.end_ns = max(session.end_ns, at_ns)
+        if record["event"] != "tool_call_planned":
+            return
+        tool = str(record.get("tool") or "unknown")
+        fingerprint = record.get("argument_fingerprint")
+        projected = record.get("projected_spend_usd")
+        cost = None
+        if isinstance(projected, (int, float)):
+            cost = max(float(projected) - self._spend.get(session_id, 0.0), 0.0)
+            self._spend[session_id] = float(projected)
+        session.steps.append(Step(
+            session_id=session_id,
+            sequence=sequence,
+            kind=TOOL,
+            name=tool,
+            start_ns=at_ns,
+            end_ns=at_ns,
+            args_fingerprint=str(fingerprint) if fingerprint else None,
+            effect=self._policy.effect(tool),
+            cost_usd=cost,
+        ))
+
+    def sessions(self) -> list[RecordedSession]:
+        for session in self._sessions.values():
+            session.steps.sort(key=lambda step: step.sequence)
+        return list(self._sessions.values())

@@ -1,0 +1,161 @@
+"""The ``agentguard`` command line (also ``python -m otel_agentguard``).
+
+::
+
+    agentguard replay FILE... [--policy P.toml] [--profile NAME] [--format table|json]
+                              [--compare-profile NAME]
+    agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json]
+    agentguard report FILE... [--policy P.toml] [--format table|json]
+    agentguard demo
+
+Exit status: 0 when it ran (and, for ``check``, every label held), 1 when a
+``check`` label was missed, 2 for unusable input: the message names the file
+and line, and no traceback is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
+from otel_agentguard.fingerprint import set_fingerprint_key
+from otel_agentguard.policy import Policy, PolicyError, coerce_policy, load_policy
+from otel_agentguard.replay import render
+from otel_agentguard.replay.errors import InputError
+from otel_agentguard.replay.runner import judge_recorded
+from otel_agentguard.replay.sources import read_files, trajectory_policy_path
+from otel_agentguard.version import __version__
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLE_FILES = ("seed000.yaml", "more_shapes.yaml")
+
+
+class UsageError(Exception):
+    """A command-line mistake reported as one line, exit status 2."""
+
+
+def _policy_for(args: argparse.Namespace) -> Policy:
+    if args.policy:
+        return load_policy(args.policy)
+    for path in args.files:
+        named = trajectory_policy_path(path)
+        if named is not None:
+            return load_policy(named)
+    return coerce_policy(None)
+
+
+def _check_profile(policy: Policy, name: str | None, option: str) -> None:
+    if name and name not in policy.profiles:
+        raise UsageError(f"{option}: no profile named {name!r} in {policy.source} (have: {', '.join(policy.profiles)})")
+
+
+def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
+    policy = _policy_for(args)
+    _check_profile(policy, args.profile, "--profile")
+    sessions = read_files(args.files, policy)
+    return policy, [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
+
+
+def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]) -> None:
+    if args.format == "json":
+        print(json.dumps(as_json, ensure_ascii=False, indent=None if args.compact else 2))
+    else:
+        print(as_table())
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    policy, judged = _judge_all(args)
+    compared = None
+    if args.compare_profile:
+        _check_profile(policy, args.compare_profile, "--compare-profile")
+        compared = [judge_recorded(session, policy, args.compare_profile) for session, _ in judged]
+    _emit(args, render.replay_json(judged, compared), lambda: render.replay_table(judged, compared))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    _, judged = _judge_all(args)
+    outcomes, unlabelled = render.check_outcomes(judged)
+    if not outcomes:
+        raise UsageError("no labelled sessions to check (give sessions an 'expect:' of 'pass' or {stop: [...]})")
+    _emit(args, render.check_json(outcomes, unlabelled), lambda: render.check_table(outcomes, unlabelled))
+    return 0 if all(outcome.ok for outcome in outcomes) else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _, judged = _judge_all(args)
+    verdicts = [verdict for _, verdict in judged]
+    _emit(args, render.report_json(verdicts), lambda: render.report_table(verdicts))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    files = [str(EXAMPLES / name) for name in EXAMPLE_FILES]
+    print("== agentguard replay of the bundled example sessions ==\n")
+    demo = argparse.Namespace(files=files, policy=None, profile=None, compare_profile="default",
+                              format="table", compact=False)
+    cmd_replay(demo)
+    print("\n== agentguard check: the same sessions as a regression suite ==\n")
+    return cmd_check(demo)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "replay": cmd_replay,
+    "check": cmd_check,
+    "report": cmd_report,
+    "demo": cmd_demo,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentguard", description="Replay recorded agent sessions through the otel_agentguard stall judge."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_text: str, files_help: str | None) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if files_help is not None:
+            sub.add_argument("files", nargs="+", metavar="FILE", help=files_help)
+            sub.add_argument("--policy", metavar="P.toml", help="policy file (default: the one a trajectory file "
+                             "names, else $OTEL_AGENTGUARD_POLICY, else the built-in defaults)")
+            sub.add_argument("--format", choices=("table", "json"), default="table")
+            sub.add_argument("--compact", action="store_true", help="one-line JSON")
+        return sub
+
+    inputs = "OTLP JSON lines, trajectory YAML/JSON or agent-trace JSON lines"
+    replay = add("replay", "judge every session in the files and print the verdicts", inputs)
+    replay.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
+    replay.add_argument("--compare-profile", metavar="NAME", help="also judge under NAME, side by side")
+    check = add("check", "run a regression suite of labelled sessions; exit 1 on any miss",
+                "trajectory files whose sessions carry 'expect:' labels")
+    check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
+    report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
+    report.set_defaults(profile=None)
+    add("demo", "replay and check the bundled example sessions", None)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not os.environ.get(OTEL_AGENTGUARD_FINGERPRINT_KEY):
+        # Raw arguments in input files are fingerprinted within this run only:
+        # a fresh key is right, and not worth a warning.
+        set_fingerprint_key(os.urandom(32))
+    try:
+        return COMMANDS[args.command](args)
+    except (InputError, PolicyError, UsageError) as exc:
+        print(f"agentguard: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `agentguard replay ... | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,27 @@
+"""Judge recorded sessions with the very judge the live processor uses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from otel_agentguard.judge import SessionJudge, Verdict
+from otel_agentguard.policy import Policy
+from otel_agentguard.replay.recorded import RecordedSession
+from otel_agentguard.replay.sources import read_files
+
+
+def judge_recorded(session: RecordedSession, policy: Policy, profile: str | None = None) -> Verdict:
+    """The verdict for one recorded session; ``profile`` overrides the session's own."""
+    chosen = policy.resolve_profile(profile or session.profile, session.task_type)
+    judge = SessionJudge(session.session_id, policy, chosen, start_ns=session.start_ns)
+    for step in session.steps:
+        judge.observe(step)
+    return judge.finish(error=session.error, interrupt=session.interrupt, end_ns=session.end_ns)
+
+
+def replay_files(
+    paths: Iterable[str | os.PathLike[str]], policy: Policy, profile: str | None = None
+) -> list[tuple[RecordedSession, Verdict]]:
+    """Read every file and judge every session in it."""
+    return [(session, judge_recorded(session, policy, profile)) for session in read_files(paths, policy)]

@@ -1,0 +1,287 @@
+"""Turn a finished span into a :class:`Step`, for our own spans and foreign ones.
+
+One adapter serves the live processor and the offline replay: both hand it
+the span's attributes as a mapping, so a span judged live and the same span
+read back from an OTLP file become the same step.
+
+A span is a step when ``gen_ai.operation.name`` is ``execute_tool`` (a tool
+step) or an inference operation such as ``chat`` (a model step). Spans of
+OpenLLMetry and OpenInference that lack that attribute are recognised by
+their own span-kind attributes. Where a value comes from (first match wins)
+is fixed by DESIGN.md and mirrored in each helper below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from otel_agentguard import attributes as A
+from otel_agentguard.fingerprint import is_empty
+from otel_agentguard.policy import Policy
+
+TOOL = "tool"
+MODEL = "model"
+
+FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
+TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})
+_MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One tool call or model call of a session, in the judge's terms."""
+
+    session_id: str
+    sequence: int
+    kind: str  # TOOL or MODEL
+    name: str  # tool name, or model name for model steps
+    start_ns: int = 0
+    end_ns: int = 0
+    args_fingerprint: str | None = None
+    result_fingerprint: str | None = None
+    failed: bool = False
+    empty: bool | None = None  # None: the result is not known
+    effect: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+    tool_calls: int | None = None
+    final: bool = False
+    claims: tuple[str, ...] = ()
+    cost_usd: float | None = None  # set when a source states the cost; else priced from tokens
+    label: str | None = None  # a human step id from a trajectory file ("s03")
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def step_kind(attrs: Mapping[str, Any]) -> str | None:
+    """TOOL, MODEL or None, from the attributes alone (cheap: called per span)."""
+    operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+    if operation is not None:
+        if operation == A.OP_EXECUTE_TOOL:
+            return TOOL
+        if operation in A.INFERENCE_OPERATIONS:
+            return MODEL
+        return None
+    # Foreign instrumentations that predate gen_ai.operation.name.
+    kind = attrs.get("traceloop.span.kind") or attrs.get("openinference.span.kind")
+    if kind in ("tool", "TOOL"):
+        return TOOL
+    if kind == "LLM" or attrs.get("llm.request.type") in ("chat", "completion"):
+        return MODEL
+    return None
+
+
+def explicit_session(attrs: Mapping[str, Any]) -> str | None:
+    """The session a span names itself: agentguard.session.id, gen_ai.conversation.id, session.id."""
+    for key in (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV):
+        value = attrs.get(key)
+        if value:
+            return str(value)
+    return None
+
+
+def step_from_attributes(
+    attrs: Mapping[str, Any],
+    *,
+    kind: str,
+    session_id: str,
+    sequence: int,
+    policy: Policy,
+    span_name: str = "",
+    start_ns: int = 0,
+    end_ns: int = 0,
+    status_error: bool = False,
+) -> Step:
+    if kind == TOOL:
+        return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error)
+    return _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
+
+
+def _tool_step(
+    attrs: Mapping[str, Any],
+    session_id: str,
+    sequence: int,
+    policy: Policy,
+    span_name: str,
+    start_ns: int,
+    end_ns: int,
+    status_error: bool,
+) -> Step:
+    name = str(
+        attrs.get(A.GEN_AI_TOOL_NAME)
+        or attrs.get("traceloop.entity.name")
+        or attrs.get("tool.name")
+        or _tool_from_span_name(span_name)
+    )
+    fingerprinter = None
+    args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
+    if args_fp is None:
+        raw_args = _first(attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value"))
+        if raw_args is not None:
+            fingerprinter = policy.fingerprinter(name)
+            args_fp = fingerprinter.arguments(_decode(raw_args)).fingerprint
+    result_fp = attrs.get(A.TOOL_RESULT_FINGERPRINT)
+    empty = attrs.get(A.TOOL_RESULT_EMPTY)
+    if result_fp is None or empty is None:
+        raw_result = _first(attrs, (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value"))
+        if raw_result is not None:
+            result = _decode(raw_result)
+            if result_fp is None:
+                fingerprinter = fingerprinter or policy.fingerprinter(name)
+                result_fp = fingerprinter.result(result)
+            if empty is None:
+                empty = is_empty(result)
+    return Step(
+        session_id=session_id,
+        sequence=sequence,
+        kind=TOOL,
+        name=name,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        args_fingerprint=str(args_fp) if args_fp is not None else None,
+        result_fingerprint=str(result_fp) if result_fp is not None else None,
+        failed=status_error or bool(attrs.get(A.ERROR_TYPE)),
+        empty=bool(empty) if empty is not None else None,
+        effect=policy.effect(name, _effect(attrs.get(A.TOOL_EFFECT))),
+    )
+
+
+def _model_step(
+    attrs: Mapping[str, Any],
+    session_id: str,
+    sequence: int,
+    policy: Policy,
+    start_ns: int,
+    end_ns: int,
+) -> Step:
+    model = attrs.get(A.GEN_AI_RESPONSE_MODEL) or attrs.get(A.GEN_AI_REQUEST_MODEL) or attrs.get("llm.model_name")
+    finish = _finish_reasons(attrs)
+    messages = _output_messages(attrs) if A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs else None
+    tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))
+    if tool_calls is None and messages is not None:
+        tool_calls = _count_tool_calls(messages)
+    final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
+    final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
+    claims: tuple[str, ...] = ()
+    if final:
+        stated = attrs.get(A.FINAL_CLAIMS)
+        if stated is not None:
+            claims = tuple(sorted(str(c) for c in _as_sequence(stated)))
+        else:
+            text = _answer_text(attrs, messages)
+            claims = policy.claims.detect(text) if text else ()
+    return Step(
+        session_id=session_id,
+        sequence=sequence,
+        kind=MODEL,
+        name=str(model or ""),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        input_tokens=_tokens(attrs, A.GEN_AI_USAGE_INPUT_TOKENS, A.LEGACY_INPUT_TOKENS),
+        output_tokens=_tokens(attrs, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.LEGACY_OUTPUT_TOKENS),
+        model=str(model) if model else None,
+        finish_reasons=finish,
+        tool_calls=tool_calls,
+        final=final,
+        claims=claims,
+    )
+
+
+# --- small readers, each forgiving of what foreign spans put there -------------------
+
+
+def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    for key in keys:
+        value = attrs.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _tool_from_span_name(span_name: str) -> str:
+    # GenAI convention: "execute_tool {gen_ai.tool.name}".
+    prefix = A.OP_EXECUTE_TOOL + " "
+    return span_name[len(prefix):] if span_name.startswith(prefix) else (span_name or "unknown")
+
+
+def _decode(raw: Any) -> Any:
+    """A JSON string becomes its value; anything else (or invalid JSON) is taken as is."""
+    if isinstance(raw, str) and raw and len(raw) <= _MAX_PARSE_CHARS and raw[0] in "{[\"":
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _effect(value: Any) -> str | None:
+    return value if value in ("read", "write") else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
+    value = _int_or_none(attrs.get(key))
+    if value is None:
+        value = _int_or_none(_first(attrs, legacy))
+    return max(value or 0, 0)
+
+
+def _as_sequence(value: Any) -> Sequence[Any]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Sequence):
+        return value
+    return ()
+
+
+def _finish_reasons(attrs: Mapping[str, Any]) -> tuple[str, ...]:
+    value = attrs.get(A.GEN_AI_RESPONSE_FINISH_REASONS)
+    if value is None:
+        value = attrs.get("gen_ai.completion.0.finish_reason")  # OpenLLMetry
+    return tuple(str(v) for v in _as_sequence(value) if v is not None)
+
+
+def _output_messages(attrs: Mapping[str, Any]) -> list[Any] | None:
+    raw = attrs.get(A.GEN_AI_OUTPUT_MESSAGES)
+    if raw is None:
+        return None
+    value = _decode(raw)
+    return value if isinstance(value, list) else None
+
+
+def _count_tool_calls(messages: list[Any]) -> int:
+    count = 0
+    for message in messages:
+        if isinstance(message, Mapping):
+            for part in message.get("parts") or ():
+                if isinstance(part, Mapping) and part.get("type") == "tool_call":
+                    count += 1
+    return count
+
+
+def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
+    if messages is not None:
+        texts = []
+        for message in messages:
+            if isinstance(message, Mapping):
+                for part in message.get("parts") or ():
+                    if isinstance(part, Mapping) and part.get("type") == "text":
+                        texts.append(str(part.get("content") or ""))
+        return "\n".join(texts)
+    text = attrs.get("gen_ai.completion.0.content") or attrs.get("output.value")
+    return text if isinstance(text, str) else ""
