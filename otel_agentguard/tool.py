@@ -36,14 +36,28 @@ _SKIPPED_PARAMETERS = ("self", "cls")
 
 
 @overload
-def tool(func: F, *, name: str | None = None, effect: str | None = None) -> F: ...
+def tool(func: F, *, name: str | None = None, effect: str | None = None,
+         tracer_provider: trace.TracerProvider | None = None) -> F: ...
 @overload
-def tool(func: None = None, *, name: str | None = None, effect: str | None = None) -> Callable[[F], F]: ...
+def tool(func: None = None, *, name: str | None = None, effect: str | None = None,
+         tracer_provider: trace.TracerProvider | None = None) -> Callable[[F], F]: ...
 
 
-def tool(func: Any = None, *, name: str | None = None, effect: str | None = None) -> Any:
-    """Trace a tool function (sync or async). ``effect`` is ``"read"`` or ``"write"``;
-    a contract in the policy (``[tools.<name>] effect``) takes precedence."""
+def tool(
+    func: Any = None,
+    *,
+    name: str | None = None,
+    effect: str | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> Any:
+    """Trace a tool function (sync or async).
+
+    Args:
+        name: the tool's name (default: the function's name).
+        effect: ``"read"`` or ``"write"``; a contract in the policy
+            (``[tools.<name>] effect``) takes precedence.
+        tracer_provider: where its spans go (default: the global provider).
+    """
     if effect not in (None, "read", "write"):
         raise ValueError(f"effect must be 'read' or 'write', got {effect!r}")
 
@@ -53,7 +67,7 @@ def tool(func: Any = None, *, name: str | None = None, effect: str | None = None
             signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             signature = None
-        tracer = trace.get_tracer("otel_agentguard", __version__)
+        tracer = trace.get_tracer("otel_agentguard", __version__, tracer_provider)
         span_name = f"{A.OP_EXECUTE_TOOL} {tool_name}"
 
         def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Span, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,16 +70,19 @@ def replay_table(judged: Sequence[Judged], compared: Sequence[Verdict] | None = 
         title = f" - {session.title}" if session.title else ""
         lines.append(f"session {verdict.session_id}{title}")
         lines.append(
-            f"  {session.source} | profile {verdict.profile} | {verdict.steps} steps | "
+            f"  {_short_path(session.source)} | profile {verdict.profile} | {verdict.steps} steps | "
             f"{verdict.tokens:,} tokens | ${verdict.cost_usd:.4f} | {verdict.duration_s:.1f}s"
         )
         lines.append(f"  stop_reason: {verdict.stop_reason}")
         lines.extend(_alert_lines(verdict, "  "))
         if compared is not None:
             other = compared[index]
-            lines.append(f"  under profile {other.profile}: {other.stop_reason}"
-                         + ("" if other.alerts else " (no alerts)"))
-            lines.extend(_alert_lines(other, "    "))
+            if other.profile == verdict.profile:
+                lines.append(f"  under profile {other.profile}: the session's own profile, same verdict")
+            else:
+                lines.append(f"  under profile {other.profile}: {other.stop_reason}"
+                             + ("" if other.alerts else " (no alerts)"))
+                lines.extend(_alert_lines(other, "    "))
         lines.append("")
     lines.append(_summary(v for _, v in judged))
     return "\n".join(lines)
@@ -246,3 +250,11 @@ def report_table(verdicts: Sequence[Verdict]) -> str:
 
 def _figure(value: float) -> str:
     return f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else f"{int(value):,}"
+
+
+def _short_path(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return relative if len(relative) < len(path) else path
