@@ -163,7 +163,9 @@ def _model_step(
 ) -> Step:
     model = attrs.get(A.GEN_AI_RESPONSE_MODEL) or attrs.get(A.GEN_AI_REQUEST_MODEL) or attrs.get("llm.model_name")
     finish = _finish_reasons(attrs)
-    messages = _output_messages(attrs) if A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs else None
+    # Parsing the output messages costs: only when our own attributes do not say it all.
+    needs_messages = A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs
+    messages = _output_messages(attrs) if needs_messages else None
     tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))
     if tool_calls is None and messages is not None:
         tool_calls = _count_tool_calls(messages)

@@ -50,8 +50,8 @@ class Cycle:
             if self._runs[period] < period * (self._repeats - 1):
                 continue
             block = list(history)[-period:]
-            if len({k for k, _, _ in block}) < period:
-                continue  # not a primitive cycle (e.g. A A): tool_loop's case, or a shorter period
+            if not _primitive([key for key, _, _ in block]):
+                continue  # A A is tool_loop's case; A B A B is the period-2 cycle, reported as such
             self._fired = True
             span = list(history)[-period * self._repeats:]
             names = " -> ".join(name for _, _, name in block)
@@ -63,3 +63,12 @@ class Cycle:
                 disposal=DISPOSAL,
             )]
         return None
+
+
+def _primitive(block: list[object]) -> bool:
+    """False when the block is a shorter block repeated (A A, A B A B); A B A C is primitive."""
+    size = len(block)
+    for shorter in range(1, size):
+        if size % shorter == 0 and all(block[i] == block[i % shorter] for i in range(size)):
+            return False
+    return True
