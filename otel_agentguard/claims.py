@@ -24,24 +24,33 @@ _EN_VERBS = (
     r"removed|notified|transferred|paid|applied|scheduled|ordered|credited|escalated|"
     r"completed|reset|approved|raised|opened|closed|shipped|returned"
 )
+# In the passive ("was placed", "is closed") many verbs describe a state, not an act of
+# the agent; only these read as "somebody just did it".
+_EN_PASSIVE_VERBS = (
+    r"submitted|refunded|reimbursed|cancell?ed|updated|modified|changed|sent|emailed|"
+    r"booked|rebooked|rescheduled|reserved|issued|processed|filed|deleted|removed|"
+    r"notified|transferred|credited|escalated|reset|approved"
+)
+_EN_ADVERBS = r"(?:now\s+|already\s+|just\s+|also\s+|successfully\s+)*"
 _EN_WRITE = (
-    # "has been refunded", "have submitted", "has successfully been updated"
-    rf"\b(?:has|have|'ve|had)\s+(?:now\s+|already\s+|just\s+|successfully\s+)*(?:been\s+)?"
-    rf"(?:now\s+|already\s+|successfully\s+)*(?:{_EN_VERBS})\b",
-    # "I submitted", "we've cancelled", "I just sent"
-    rf"\b(?:i|we)\s+(?:just\s+|already\s+|successfully\s+|also\s+)*(?:{_EN_VERBS})\b",
+    # "has been refunded", "have submitted", "I've also sent"
+    rf"\b(?:has|have|'ve|had)\s+{_EN_ADVERBS}(?:been\s+)?{_EN_ADVERBS}(?:{_EN_VERBS})\b",
+    # "I submitted", "we just sent", "I went ahead and cancelled"
+    rf"\b(?:i|we)\s+{_EN_ADVERBS}(?:went\s+ahead\s+and\s+)?{_EN_ADVERBS}(?:{_EN_VERBS})\b",
     # "the refund was submitted", "your booking is now cancelled"
-    rf"\b(?:is|are|was|were)\s+(?:now\s+|already\s+|successfully\s+)*(?:{_EN_VERBS})\b",
+    rf"\b(?:is|are|was|were)\s+{_EN_ADVERBS}(?:{_EN_PASSIVE_VERBS})\b",
     rf"\bsuccessfully\s+(?:{_EN_VERBS})\b",
+    rf"\b(?:{_EN_VERBS})\s+successfully\b",
 )
 
 _ZH_ACTIONS = (
     "提交|退款|退还|退回|赔付|取消|改签|通知|完成|发送|发出|寄出|预订|预定|订好|修改|更改|更新|"
     "办理|下单|支付|付款|转账|申请|创建|删除|处理|报修|登记|安排|重置|关闭|开通"
 )
+_ZH_ADVERBS = "(?:重新|全额|全部|顺利|成功|立即|马上|都)?"
 _ZH_WRITE = (
-    # 已提交 / 已经为您提交 / 已帮您成功退款
-    rf"已(?:经)?(?:为您|帮您|给您|替您|向您|为你|帮你|给你)?(?:成功)?(?:{_ZH_ACTIONS})",
+    # 已提交 / 已经为您提交 / 已帮您成功退款 / 已将申请提交给财务 / 已重新为您预订
+    rf"已(?:经)?{_ZH_ADVERBS}(?:(?:为|帮|给|替|向|将|把)[^，。！？；,.!?;\n]{{0,16}}?)?{_ZH_ADVERBS}(?:{_ZH_ACTIONS})",
     # 提交成功 / 退款成功
     rf"(?:{_ZH_ACTIONS})(?:已)?成功",
     rf"成功(?:为您|帮您|给您)?(?:{_ZH_ACTIONS})",
@@ -52,15 +61,15 @@ BUILTIN_PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
     "zh": {WRITE: _ZH_WRITE},
 }
 
-# English guards: a match preceded in its clause by one of these is no claim.
+# A match preceded in its clause by one of these (or inside a question) is no claim.
 _EN_GUARD = re.compile(
-    r"\b(?:not|never|no|n't|cannot|can't|couldn't|unable|if|once|when|until|unless|before|"
-    r"after|whether|will|would|should|could|can|may|might|need|needs|must|please|to)\b"
-    r"|n't\b",
+    r"\b(?:not|never|no|nothing|none|nobody|cannot|can't|couldn't|unable|if|once|when|until|unless|"
+    r"before|after|whether|will|would|should|could|can|may|might|need|needs|must)\b|n't\b",
     re.IGNORECASE,
 )
-_ZH_GUARD = re.compile(r"未|没有|尚未|还没|无法|不能|不会|将会|将于|将在|稍后|如果|若|一旦|待|请您|需要")
-_CLAUSE_BREAK = re.compile(r"[.!?;:,\n。！？；，：]")
+_ZH_GUARD = re.compile(r"未|没有|尚未|还没|无法|不能|不会|将会|将于|将在|稍后|如果|若|一旦|待|请您|需要|是否|状态")
+_CLAUSE_BREAK = re.compile(r"[.!?;:,\n。！？；，：—–]")
+_SENTENCE_END = re.compile(r"[.!?\n。！？]")
 
 
 class ClaimDetector:
@@ -78,9 +87,8 @@ class ClaimDetector:
         for lang, categories in merged.items():
             guard = _ZH_GUARD if lang.startswith("zh") else _EN_GUARD
             for category, sources in categories.items():
-                if sources:
-                    joined = "|".join(f"(?:{source})" for source in sources)
-                    compiled.append((category, re.compile(joined, re.IGNORECASE), guard))
+                # One regex per pattern: a pattern may carry its own inline flags, like (?i).
+                compiled.extend((category, re.compile(source, re.IGNORECASE), guard) for source in sources)
         self._patterns = tuple(compiled)
 
     def detect(self, text: str) -> tuple[str, ...]:
@@ -98,12 +106,12 @@ class ClaimDetector:
 
 
 def _guarded(text: str, start: int, matched: str, guard: re.Pattern[str]) -> bool:
-    """True when the match sits in a negated, conditional or future clause."""
+    """True when the match sits in a negated, conditional, future or question clause."""
     clause_start = 0
     for brk in _CLAUSE_BREAK.finditer(text, max(0, start - 80), start):
         clause_start = brk.end()
     clause_start = max(clause_start, start - 80)
-    prefix = text[clause_start:start]
-    # The matched words themselves may hold the guard ("has not been ..." never
-    # matches, but "已经无法取消" must be checked after 已).
-    return bool(guard.search(prefix)) or bool(guard.search(matched[1:] if matched else ""))
+    if guard.search(text, clause_start, start) or guard.search(matched, 1):
+        return True  # the match itself may hold a guard word ("已将无法..." cannot)
+    end = _SENTENCE_END.search(text, start + len(matched))
+    return end is not None and end.group(0) in "?？"

@@ -46,7 +46,7 @@ DEFAULT_NOISE_KEYS = frozenset({"trace_id", "request_id", "timestamp", "random_s
 _MAX_DEPTH = 64
 _DIGEST_BYTES = 16
 # JSON number grammar: the only strings read as numbers.
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _NUMBER_START = frozenset("-0123456789")
 
 _key_lock = threading.Lock()
@@ -103,8 +103,8 @@ def _number_text(value: float) -> str:
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
+    if value.is_integer():
+        return str(int(value))  # exact: 1e16 == 10**16, at most 309 digits
     return repr(value)
 
 
@@ -193,6 +193,15 @@ class _Canonicalizer:
             return
         self._write_other(value, out, depth, path, unordered)
 
+    def _child(self, value: Any, depth: int, path: set[int], unordered: bool) -> str:
+        """The form of one nested value; if it fails, only it becomes a marker."""
+        part: list[str] = []
+        try:
+            self._write(value, part, depth, path, unordered)
+        except Exception:  # deliberate: the siblings still tell calls apart
+            return f"!{type(value).__qualname__}"
+        return "".join(part)
+
     def _write_mapping(self, items: Any, out: list[str], depth: int, path: set[int], owner: Any) -> None:
         marker = id(owner)
         if marker in path:
@@ -205,9 +214,7 @@ class _Canonicalizer:
                 name = key if type(key) is str else self._key_text(key)
                 if name in self._noise:
                     continue
-                part: list[str] = []
-                self._write(item, part, depth + 1, path, name in self._unordered)
-                entries.append((name, "".join(part)))
+                entries.append((name, self._child(item, depth + 1, path, name in self._unordered)))
             entries.sort()
             out.append("{")
             for name, text in entries:
@@ -223,24 +230,14 @@ class _Canonicalizer:
             return
         path.add(marker)
         try:
+            texts = [self._child(item, depth + 1, path, False) for item in items]
             if unordered:
-                texts = []
-                for item in items:
-                    part: list[str] = []
-                    self._write(item, part, depth + 1, path, False)
-                    texts.append("".join(part))
                 texts.sort()
-                out.append("[")
-                for text in texts:
-                    out.append(text)
-                    out.append(",")
-                out.append("]")
-            else:
-                out.append("[")
-                for item in items:
-                    self._write(item, out, depth + 1, path, False)
-                    out.append(",")
-                out.append("]")
+            out.append("[")
+            for text in texts:
+                out.append(text)
+                out.append(",")
+            out.append("]")
         finally:
             path.discard(marker)
 
@@ -354,7 +351,8 @@ class Fingerprinter:
     ):
         self.tool_name = tool_name
         self._canonical = _Canonicalizer(frozenset(noise_keys), frozenset(unordered_keys))
-        self._key = key
+        # An explicit secret is derived like the environment's, so any length works.
+        self._key = _derive_key(key) if key is not None else None
 
     def canonical(self, value: Any) -> str:
         return self._canonical.form(value)
@@ -364,13 +362,16 @@ class Fingerprinter:
         size = len(form.encode("utf-8", "surrogatepass"))
         # The tool name is part of the call: the same arguments to two tools differ.
         digest = keyed_hash(f"{len(self.tool_name)}:{self.tool_name}|{form}", self._key)
-        keys: tuple[str, ...] = ()
-        if isinstance(arguments, Mapping):
-            try:
-                keys = tuple(sorted(str(k) for k in arguments))
-            except Exception:  # deliberate: keys are a courtesy, not a requirement
-                keys = ()
-        return ArgumentsFingerprint(digest, keys, size)
+        return ArgumentsFingerprint(digest, _top_level_keys(arguments), size)
 
     def result(self, result: Any) -> str:
         return keyed_hash(self._canonical.form(result), self._key)
+
+
+def _top_level_keys(arguments: Any) -> tuple[str, ...]:
+    try:
+        if isinstance(arguments, Mapping):
+            return tuple(sorted(str(k) for k in arguments))
+    except Exception:  # deliberate: keys are a courtesy, not a requirement
+        pass
+    return ()
