@@ -230,29 +230,41 @@ class _Parser:
         return PolicyError(f"{where}: {key}: {message}")
 
     def _line_of(self, dotted: str) -> int | None:
-        parts = dotted.split(".")
-        leaf = re.escape(parts[-1].strip('"'))
-        table = ".".join(parts[:-1])
-        start = 0
-        if table:
-            header = re.compile(r"^\s*\[\s*" + r"\s*\.\s*".join(
-                rf'"?{re.escape(p.strip(chr(34)))}"?' for p in parts[:-1]) + r"\s*\]\s*(#.*)?$")
-            for number, line in enumerate(self._lines):
-                if header.match(line):
-                    start = number
-                    break
-        assign = re.compile(rf'^\s*"?{leaf}"?\s*=|^\s*\[\s*(?:[^\]]*\.)?"?{leaf}"?\s*\]')
-        for number in range(start, len(self._lines)):
-            if assign.match(self._lines[number]):
-                return number + 1
+        """The line where ``dotted`` is set: as ``key =`` under its table's header, as a
+        dotted key under a parent table, or as a table header itself; else the nearest
+        enclosing table's header. ``None`` rather than a guess at another table's line."""
+        parts = _split_dotted(dotted)
+        headers = self._headers()
+        for cut in range(len(parts) - 1, -1, -1):
+            table, key = parts[:cut], parts[cut:]
+            if table and table not in headers:
+                continue
+            start = headers[table] if table else -1
+            following = [line for line in headers.values() if line > start]
+            end = min(following, default=len(self._lines))
+            pattern = re.compile(r"^\s*" + r"\s*\.\s*".join(rf'"?{re.escape(k)}"?' for k in key) + r"\s*=")
+            for number in range(start + 1, end):
+                if pattern.match(self._lines[number]):
+                    return number + 1
+        for cut in range(len(parts), 0, -1):
+            if parts[:cut] in headers:
+                return headers[parts[:cut]] + 1
         return None
+
+    def _headers(self) -> dict[tuple[str, ...], int]:
+        headers: dict[tuple[str, ...], int] = {}
+        for number, line in enumerate(self._lines):
+            found = _HEADER.match(line)
+            if found:
+                headers.setdefault(tuple(_split_dotted(found.group(1))), number)
+        return headers
 
     def _unknown(self, table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
         for key in table:
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else f" (expected one of: {', '.join(allowed)})"
-                raise self._error(f"{prefix}{key}", f"unknown key{hint}")
+                raise self._error(prefix + _key(key), f"unknown key{hint}")
 
     def _table(self, value: Any, key: str) -> Mapping[str, Any]:
         if not isinstance(value, dict):
@@ -295,9 +307,9 @@ class _Parser:
             raise self._error("default_profile", f"no profile named {default_profile!r} (have: {', '.join(profiles)})")
         task_types = {}
         for task, profile in self._table(data.get("task_types", {}), "task_types").items():
-            name = self._string(profile, f"task_types.{task}")
+            name = self._string(profile, _key("task_types", task))
             if name not in profiles:
-                raise self._error(f"task_types.{task}", f"no profile named {name!r} (have: {', '.join(profiles)})")
+                raise self._error(_key("task_types", task), f"no profile named {name!r} (have: {', '.join(profiles)})")
             task_types[task] = name
         return Policy(
             version=version,
@@ -332,19 +344,19 @@ class _Parser:
         base_values = {}
         if DEFAULT_PROFILE in table:
             base_values = self._profile_values(
-                self._table(table[DEFAULT_PROFILE], f"profiles.{DEFAULT_PROFILE}"), f"profiles.{DEFAULT_PROFILE}."
+                self._table(table[DEFAULT_PROFILE], _key("profiles", DEFAULT_PROFILE)), _key("profiles", DEFAULT_PROFILE) + "."
             )
         base = dataclasses.replace(Profile(), **base_values)
         profiles = {DEFAULT_PROFILE: base}
         for name, section in table.items():
             if name == DEFAULT_PROFILE:
                 continue
-            values = self._profile_values(self._table(section, f"profiles.{name}"), f"profiles.{name}.")
+            values = self._profile_values(self._table(section, _key("profiles", name)), _key("profiles", name) + ".")
             profiles[name] = dataclasses.replace(base, name=name, **values)
         for name, profile in profiles.items():
             if profile.repeat_threshold > profile.window:
                 raise self._error(
-                    f"profiles.{name}.repeat_threshold",
+                    _key("profiles", name, "repeat_threshold"),
                     f"must not exceed the window ({profile.repeat_threshold} > {profile.window})",
                 )
         return profiles
@@ -352,8 +364,8 @@ class _Parser:
     def _tools(self, table: Mapping[str, Any]) -> dict[str, ToolContract]:
         tools = {}
         for name, section in table.items():
-            prefix = f"tools.{name}."
-            section = self._table(section, f"tools.{name}")
+            prefix = _key("tools", name) + "."
+            section = self._table(section, _key("tools", name))
             self._unknown(section, _TOOL_KEYS, prefix)
             effect = section.get("effect")
             if effect is not None and effect not in EFFECTS:
@@ -369,8 +381,8 @@ class _Parser:
     def _prices(self, table: Mapping[str, Any]) -> dict[str, Price]:
         prices = {}
         for model, section in table.items():
-            prefix = f'pricing."{model}".'
-            section = self._table(section, f'pricing."{model}"')
+            prefix = _key("pricing", model) + "."
+            section = self._table(section, _key("pricing", model))
             self._unknown(section, _PRICE_KEYS, prefix)
             for key in _PRICE_KEYS:
                 if key not in section:
@@ -384,10 +396,10 @@ class _Parser:
     def _claims(self, table: Mapping[str, Any]) -> dict[str, dict[str, tuple[str, ...]]]:
         patterns: dict[str, dict[str, tuple[str, ...]]] = {}
         for lang, section in table.items():
-            section = self._table(section, f"claims.{lang}")
+            section = self._table(section, _key("claims", lang))
             categories = {}
             for category, sources in section.items():
-                key = f"claims.{lang}.{category}"
+                key = _key("claims", lang, category)
                 compiled = self._strings(sources, key)
                 for source in compiled:
                     try:
@@ -397,6 +409,29 @@ class _Parser:
                 categories[category] = compiled
             patterns[lang] = categories
         return patterns
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_DOTTED_PART = re.compile(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*(?:\.|$)""")
+
+
+def _split_dotted(dotted: str) -> tuple[str, ...]:
+    """``profiles."gpt-4o".x`` -> ("profiles", "gpt-4o", "x")."""
+    parts = []
+    position = 0
+    while position < len(dotted):
+        found = _DOTTED_PART.match(dotted, position)
+        if not found or found.end() == position:
+            return tuple(dotted.split("."))
+        parts.append(next(group for group in found.groups() if group is not None))
+        position = found.end()
+    return tuple(parts)
+
+
+def _key(*parts: str) -> str:
+    """A dotted key as TOML writes it: bare parts plain, others quoted."""
+    return ".".join(part if _BARE_KEY.fullmatch(part) else f'"{part}"' for part in parts)
 
 
 def _describe(value: Any) -> str:

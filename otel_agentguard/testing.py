@@ -90,19 +90,9 @@ class GuardedTracing:
                         points.extend((dict(p.attributes or {}), p) for p in metric.data.data_points)
         return points
 
-    def record_model_call(
-        self,
-        *,
-        model: str = "gpt-4o",
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        tool_calls: int = 0,
-        final_claims: tuple[str, ...] | None = None,
-        finish_reason: str | None = None,
-    ) -> None:
-        """A ``chat`` span as a GenAI instrumentation would write it (no content)."""
-        record_model_call(self.tracer, model=model, input_tokens=input_tokens, output_tokens=output_tokens,
-                          tool_calls=tool_calls, final_claims=final_claims, finish_reason=finish_reason)
+    def record_model_call(self, **kwargs: Any) -> None:
+        """A ``chat`` span as a GenAI instrumentation would write it; see :func:`record_model_call`."""
+        record_model_call(self.tracer, **kwargs)
 
 
 class _RecordingSession(_session):

@@ -68,7 +68,8 @@ def call_key(step: Step) -> tuple[str, str | None, bool] | None:
 
 
 def short(fingerprint: str | None) -> str:
-    return (fingerprint or "?")[:8]
+    """The first 8 hex digits, after any "tool:" prefix a foreign log put in front."""
+    return (fingerprint or "?").rsplit(":", 1)[-1][:8]
 
 
 def all_probes() -> tuple[ProbeFactory, ...]:

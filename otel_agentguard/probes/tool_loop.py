@@ -62,8 +62,9 @@ class ToolLoop:
             evidence=evidence,
             detail=(
                 f"{step.name} was called {len(evidence)} times with the same arguments "
-                f"(fingerprint {short(step.args_fingerprint)}) and got the same result "
-                f"within the last {self._window} tool steps"
+                f"(fingerprint {short(step.args_fingerprint)}) and "
+                + ("got the same result" if step.result_fingerprint else "no recorded result")
+                + f" within the last {self._window} tool steps"
             ),
             disposal=DISPOSAL,
         )]

@@ -7,6 +7,7 @@ from typing import Any
 from otel_agentguard.replay.errors import InputError
 
 _MAX_DEPTH = 64
+_MAX_EXPANDED_VALUES = 2_000_000
 
 
 class LineDict(dict):  # type: ignore[type-arg]
@@ -40,11 +41,34 @@ def load_yaml(text: str, path: str) -> Any:
 
     _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
     try:
-        return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+        document = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         raise InputError(path, f"invalid YAML: {exc.problem or exc.context}", line) from None
     except yaml.YAMLError as exc:
         raise InputError(path, f"invalid YAML: {exc}") from None
+    if not _expands_within(document, _MAX_EXPANDED_VALUES):
+        raise InputError(path, f"YAML expands to more than {_MAX_EXPANDED_VALUES:,} values (nested aliases?)")
+    return document
 
+
+def _expands_within(document: Any, limit: int) -> bool:
+    """Count values as a reader sees them, aliases expanded, stopping at ``limit``.
+
+    Aliases share objects, so a tiny file can stand for billions of values
+    ("billion laughs"); everything downstream walks the expanded form.
+    """
+    pending = [document]
+    seen = 0
+    while pending:
+        value = pending.pop()
+        seen += 1
+        if seen > limit:
+            return False
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return True

@@ -33,8 +33,8 @@ class AgentTraceCollector:
         try:
             at_ns = int(float(record.get("timestamp", 0)) * 1e9)
             sequence = int(record.get("sequence", 0))
-        except (TypeError, ValueError):
-            raise InputError(path, "'timestamp' and 'sequence' must be numbers", line) from None
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(path, "'timestamp' and 'sequence' must be finite numbers", line) from None
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = RecordedSession(session_id, path, start_ns=at_ns)

@@ -70,6 +70,7 @@ class OTLPCollector:
     def __init__(self, policy: Policy):
         self._policy = policy
         self._parents: dict[str, str] = {}
+        self._seen: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
         self._candidates: list[_Candidate] = []
         self._sessions: dict[str, RecordedSession] = {}
@@ -80,7 +81,9 @@ class OTLPCollector:
                 for scope_spans in resource_spans.get("scopeSpans") or ():
                     for span in scope_spans.get("spans") or ():
                         self._add_span(span, path, line)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        except InputError:
+            raise
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(path, f"not a valid OTLP JSON span ({type(exc).__name__}: {exc})", line) from None
 
     def _add_span(self, span: Mapping[str, Any], path: str, line: int) -> None:
@@ -92,6 +95,9 @@ class OTLPCollector:
         trace_id = str(span.get("traceId") or "")
         if not span_id or not trace_id:
             raise InputError(path, "span without traceId or spanId", line)
+        if (trace_id, span_id) in self._seen:
+            return  # the same span exported twice (a retry, or one file given twice) is one span
+        self._seen.add((trace_id, span_id))
         start_ns = int(span.get("startTimeUnixNano") or 0)
         end_ns = int(span.get("endTimeUnixNano") or 0)
         error = (span.get("status") or {}).get("code") in _ERROR_CODES

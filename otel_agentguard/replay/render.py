@@ -104,7 +104,9 @@ def _summary(verdicts: Any) -> str:
     reasons = Counter(v.stop_reason for v in verdicts)
     stalled = sum(count for reason, count in reasons.items() if reason in A.PROBE_NAMES)
     parts = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"{len(verdicts)} sessions, {stalled} stalled ({parts})" if verdicts else "no sessions found"
+    if not verdicts:
+        return "no sessions found"
+    return f"{len(verdicts)} session{'' if len(verdicts) == 1 else 's'}, {stalled} stalled ({parts})"
 
 
 # --- check ------------------------------------------------------------------------------------
@@ -235,7 +237,8 @@ def report_json(verdicts: Sequence[Verdict]) -> dict[str, Any]:
 
 def report_table(verdicts: Sequence[Verdict]) -> str:
     data = report_json(verdicts)
-    lines = [f"{data['sessions']} sessions", "", "  stop_reason        sessions   share"]
+    count = data["sessions"]
+    lines = [f"{count} session{'' if count == 1 else 's'}", "", "  stop_reason        sessions   share"]
     for reason, entry in data["stop_reasons"].items():
         lines.append(f"  {reason:<18} {entry['count']:>8}  {entry['share'] * 100:>5.1f}%")
     if data["stalls"]:

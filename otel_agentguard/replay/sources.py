@@ -40,8 +40,8 @@ def read_files(paths: Iterable[str | os.PathLike[str]], policy: Policy) -> list[
 def trajectory_policy_path(path: str | os.PathLike[str]) -> Path | None:
     """The policy a trajectory file names (``policy: file.toml``), relative to it."""
     file = Path(path)
-    if file.suffix.lower() not in _YAML_SUFFIXES + (".json",):
-        return None
+    if file.suffix.lower() not in _YAML_SUFFIXES + (".json",) or not file.is_file():
+        return None  # reading it reports the real problem
     try:
         document = _load_document(file)
     except InputError:
@@ -72,6 +72,8 @@ def _from_document(document: Any, path: str, line: int, otlp: OTLPCollector, pol
     if isinstance(document, dict) and "resourceSpans" in document:
         otlp.add_document(document, path, line)
         return []
+    if document is None:
+        return []  # an empty document holds no session
     if is_trajectory_document(document):
         unknown = set(document) - {"sessions", "steps", "policy", "id", "title", "profile", "task_type",
                                    "expect", "error", "interrupt"}
@@ -94,6 +96,8 @@ def _starts_multiline_json(path: Path) -> bool:
         return False
     try:
         json.loads(first)
+    except RecursionError:
+        return False  # one very deep line: reading it as JSON lines reports it
     except ValueError:
         return True
     return False

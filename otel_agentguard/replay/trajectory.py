@@ -22,6 +22,7 @@ nothing in a file is ever executed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -176,8 +177,8 @@ def _check_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], path: str, whe
 
 def _number(raw: Mapping[str, Any], key: str, path: str, where: str, default: float) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
-        raise _error(path, raw, f"{where}.{key}: expected a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise _error(path, raw, f"{where}.{key}: expected a finite non-negative number, got {value!r}")
     return value
 
 
