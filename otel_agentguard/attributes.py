@@ -21,6 +21,9 @@ TOOL_EFFECT = "agentguard.tool.effect"
 FINAL_CLAIMS = "agentguard.final.claims"
 # Number of tool calls a model response asked for (feeds the tool-call balance).
 RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
+# Set on a model span that runs inside another model span of the same call (two
+# instrumentations of one request): the enclosing span is the step, this one is not.
+NESTED_MODEL_CALL = "agentguard.model_call.nested"
 STOP_REASON = "agentguard.stop_reason"
 PROFILE = "agentguard.profile"
 POLICY_VERSION = "agentguard.policy.version"

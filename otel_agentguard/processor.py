@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import baggage, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
@@ -43,7 +43,7 @@ from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
-from otel_agentguard.steps import Step, explicit_session, step_from_attributes, step_kind
+from otel_agentguard.steps import MODEL, Step, explicit_session, step_from_attributes, step_kind
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -150,9 +150,12 @@ class AgentGuardSpanProcessor(SpanProcessor):
         kind = step_kind(attrs)
         is_session_span = attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT and A.SESSION_ID in attrs
         context_session = current_session(parent_context)
-        session_id = explicit_session(attrs) or (context_session.session_id if context_session else None)
-        if session_id is None:
-            session_id = _parent_session(parent_context)
+        session_id = (
+            explicit_session(attrs)
+            or (context_session.session_id if context_session else None)
+            or _baggage_session(parent_context)
+            or _parent_session(parent_context)
+        )
         if session_id is None:
             if kind is None:
                 return
@@ -160,6 +163,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if A.SESSION_ID not in attrs:
             span.set_attribute(A.SESSION_ID, session_id)
         if kind is None and not is_session_span:
+            return
+        if kind == MODEL and _inside_model_span(parent_context):
+            # The same call seen by two instrumentations: the enclosing span is the step.
+            span.set_attribute(A.NESTED_MODEL_CALL, True)
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
@@ -183,7 +190,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if session_id is None or attrs.get(A.VERDICT):
             return
         sequence = attrs.get(A.SEQUENCE)
-        kind = step_kind(attrs)
+        kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
         if kind is None and sequence is None:
             return
         session = self._store.get(session_id)
@@ -313,6 +320,21 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     if alert.budget_kind:
         attributes[A.BUDGET_KIND] = alert.budget_kind
     return attributes
+
+
+def _baggage_session(parent_context: Context | None) -> str | None:
+    """A session id the caller put in OpenTelemetry baggage (it crosses process boundaries)."""
+    for key in (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID):
+        value = baggage.get_baggage(key, parent_context)
+        if value:
+            return str(value)
+    return None
+
+
+def _inside_model_span(parent_context: Context | None) -> bool:
+    parent = trace.get_current_span(parent_context)
+    attrs = getattr(parent, "attributes", None)
+    return bool(attrs) and parent.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS
 
 
 def _parent_session(parent_context: Context | None) -> str | None:

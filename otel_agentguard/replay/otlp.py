@@ -108,7 +108,7 @@ class OTLPCollector:
             self._session_of[span_id] = session_id
             if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
                 self._add_session_span(session_id, attrs, path, start_ns, end_ns, error)
-        kind = step_kind(attrs)
+        kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
         if kind is not None:
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error, line,

@@ -1,0 +1,160 @@
+"""One model call as a GenAI ``chat`` span: shared by every provider instrumentation.
+
+An adapter extracts a :class:`ModelResult` from the provider's response (or
+its stream) and hands it to :meth:`ModelCall.finish`; this module turns it
+into the span attributes the judge reads: usage, finish reasons, the number of
+tool calls asked for and, for a final answer, its claim categories (found in
+process, so the answer text itself need not leave it).
+
+When another instrumentation already has a model span open for this very call
+(the official openai-v2, OpenLLMetry, or our own LangChain span around a
+provider SDK call), no second span is made: the open span is enriched instead,
+and the judge still sees exactly one model step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard._registry import active_policy
+from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.steps import FINAL_FINISH_REASONS
+
+_MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
+
+
+@dataclass
+class ModelResult:
+    """What the judge needs from a provider response; text stays in process unless capture is on."""
+
+    response_model: str | None = None
+    response_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    tool_calls: int = 0
+    text: str = ""
+
+    def add_text(self, piece: str | None) -> None:
+        if piece and len(self.text) < _MAX_TEXT_CHARS:
+            self.text += piece[: _MAX_TEXT_CHARS - len(self.text)]
+
+    @property
+    def final(self) -> bool:
+        return self.tool_calls == 0 and any(r.lower() in FINAL_FINISH_REASONS for r in self.finish_reasons)
+
+
+def is_model_span(span: Any) -> bool:
+    attrs = getattr(span, "attributes", None)
+    return bool(attrs) and span.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS
+
+
+class ModelCall:
+    """The span of one model call: ours, or an enclosing model span we enrich."""
+
+    __slots__ = ("span", "owned", "_done")
+
+    def __init__(self, span: Span, owned: bool):
+        self.span = span
+        self.owned = owned
+        self._done = False
+
+    @classmethod
+    def start(
+        cls,
+        tracer: trace.Tracer,
+        *,
+        provider: str,
+        request_model: str | None,
+        operation: str = "chat",
+        attributes: dict[str, Any] | None = None,
+        input_messages: Any = None,
+    ) -> ModelCall | None:
+        """None when instrumentation is suppressed: call the provider untouched."""
+        if instrumentation_suppressed():
+            return None
+        try:
+            current = trace.get_current_span()
+            if is_model_span(current):
+                return cls(current, owned=False)
+            span_attributes: dict[str, Any] = {
+                A.GEN_AI_OPERATION_NAME: operation,
+                A.GEN_AI_PROVIDER_NAME: provider,
+                A.GEN_AI_SYSTEM: provider,
+                **(attributes or {}),
+            }
+            if request_model:
+                span_attributes[A.GEN_AI_REQUEST_MODEL] = request_model
+            if input_messages is not None and capture_content():
+                span_attributes["gen_ai.input.messages"] = _json(input_messages)
+            name = f"{operation} {request_model}" if request_model else operation
+            return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes), owned=True)
+        except Exception as exc:  # deliberate: no span for this call, the call itself goes on
+            _internal_errors.report("model_call.start", exc)
+            return None
+
+    @contextmanager
+    def activated(self) -> Iterator[None]:
+        """Make our span current while the provider runs (its HTTP spans nest under it)."""
+        if not self.owned:
+            yield
+            return
+        with trace.use_span(self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+            yield
+
+    def finish(self, result: ModelResult | None, error: BaseException | None = None) -> None:
+        """Record the outcome and end our span. Idempotent: streams may end several ways."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            if result is not None and self.span.is_recording():
+                self.span.set_attributes(response_attributes(result))
+            if error is not None and self.owned:
+                self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
+        except Exception as exc:  # deliberate
+            _internal_errors.report("model_call.finish", exc)
+        finally:
+            if self.owned:
+                self.span.end()
+
+
+def response_attributes(result: ModelResult) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        A.GEN_AI_RESPONSE_FINISH_REASONS: list(result.finish_reasons),
+        A.RESPONSE_TOOL_CALLS: result.tool_calls,
+    }
+    if result.response_model:
+        attributes[A.GEN_AI_RESPONSE_MODEL] = result.response_model
+    if result.response_id:
+        attributes["gen_ai.response.id"] = result.response_id
+    if result.input_tokens is not None:
+        attributes[A.GEN_AI_USAGE_INPUT_TOKENS] = result.input_tokens
+    if result.output_tokens is not None:
+        attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
+    if result.final:
+        attributes[A.FINAL_CLAIMS] = list(active_policy().claims.detect(result.text))
+    if capture_content():
+        attributes[A.GEN_AI_OUTPUT_MESSAGES] = _json([{
+            "role": "assistant",
+            "parts": [{"type": "text", "content": result.text}] if result.text else [],
+            "finish_reason": result.finish_reasons[0] if result.finish_reasons else None,
+        }])
+    return attributes
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except Exception:  # deliberate: capture is best effort
+        return f"<{type(value).__name__}>"
