@@ -1,0 +1,138 @@
+"""Wrapper factories for the OpenAI SDK, one per API (sync and async twins side by side).
+
+Inside a wrapper, in order: suppressed? call straight through; read the
+request (a failure only loses the span); start or enrich the model span;
+call the SDK with our span current; on an exception record it and re-raise
+the SDK's own; for a stream return a proxy that ends the span itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from otel_agentguard import _internal_errors
+from otel_agentguard.instrumentation._base import InstrumentationContext
+from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
+from otel_agentguard.instrumentation._stream import StreamProxy
+from otel_agentguard.instrumentation.openai import _extract
+
+PROVIDER = "openai"
+_REQUEST_NUMBERS = {
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "max_output_tokens": "gen_ai.request.max_tokens",
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+}
+
+
+class _Api:
+    """What differs between chat completions and responses: where the prompt is, how to read results."""
+
+    def __init__(self, prompt_key: str, read: Callable[[Any], ModelResult], accumulator: Callable[[], Any]):
+        self.prompt_key = prompt_key
+        self.read = read
+        self.accumulator = accumulator
+
+
+CHAT = _Api("messages", _extract.chat_completion, _extract.ChatChunks)
+RESPONSES = _Api("input", _extract.response, _extract.ResponseEvents)
+
+
+def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api) -> ModelCall | None:
+    attributes = {}
+    for key, name in _REQUEST_NUMBERS.items():
+        value = kwargs.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes[name] = value
+    model = kwargs.get("model")
+    return ModelCall.start(
+        context.tracer,
+        provider=PROVIDER,
+        request_model=model if isinstance(model, str) else None,
+        attributes=attributes,
+        input_messages=kwargs.get(api.prompt_key),
+    )
+
+
+def _result_of(returned: Any, api: _Api) -> ModelResult | None:
+    """The ModelResult of a plain (non-stream) return, also through ``with_raw_response``."""
+    if _is_legacy_response(returned):
+        try:
+            returned = returned.parse()  # cached: the user's own parse() gets the same object
+        except Exception:  # deliberate: the user sees the problem when they parse
+            return None
+    elif not (hasattr(returned, "choices") or hasattr(returned, "output")):
+        return None  # with_streaming_response: the body is not read yet, and is not ours to read
+    return api.read(returned)
+
+
+def _is_legacy_response(returned: Any) -> bool:
+    try:
+        from openai._legacy_response import LegacyAPIResponse
+    except ImportError:  # pragma: no cover - an SDK without it has no with_raw_response either
+        return False
+    return isinstance(returned, LegacyAPIResponse)
+
+
+def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
+    accumulator = api.accumulator()
+    return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error))
+
+
+def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
+    def factory(context: InstrumentationContext) -> Callable[..., Any]:
+        def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            call = _start(context, kwargs, api)
+            if call is None:
+                return wrapped(*args, **kwargs)
+            try:
+                with call.activated():
+                    returned = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                call.finish(None, exc)
+                raise
+            return _finish(call, returned, kwargs, api)
+
+        return create
+
+    return factory
+
+
+def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
+    def factory(context: InstrumentationContext) -> Callable[..., Any]:
+        async def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            call = _start(context, kwargs, api)
+            if call is None:
+                return await wrapped(*args, **kwargs)
+            try:
+                with call.activated():
+                    returned = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                call.finish(None, exc)
+                raise
+            return _finish(call, returned, kwargs, api)
+
+        return create
+
+    return factory
+
+
+def _finish(call: ModelCall, returned: Any, kwargs: dict[str, Any], api: _Api) -> Any:
+    if kwargs.get("stream") is True:
+        try:
+            return _stream_of(returned, call, api)
+        except Exception as exc:  # deliberate: give the user the raw stream rather than nothing
+            _internal_errors.report("openai.stream", exc)
+            call.finish(None)
+            return returned
+    try:
+        result = _result_of(returned, api)
+    except Exception as exc:  # deliberate: the span loses its response attributes, nothing else
+        _internal_errors.report("openai.response", exc)
+        result = None
+    call.finish(result)
+    return returned
+
+

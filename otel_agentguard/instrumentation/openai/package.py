@@ -1,0 +1,1 @@
+_instruments = ("openai >= 1.66",)
