@@ -1,25 +1,31 @@
 """Bounded store of live sessions: least-recently-used order plus an idle timeout.
 
-The store never grows past ``max_sessions``: inserting one more evicts the
-least recently used session, and sessions idle for longer than
-``idle_timeout_s`` are evicted as new ones arrive (amortised O(1): only the
-oldest entries are looked at). Evicted sessions are handed to ``on_evict``
-outside the lock, so the caller can end them as ``abandoned``; nothing is ever
-dropped silently.
+Sessions idle for longer than ``idle_timeout_s`` are evicted as new ones
+arrive. Beyond ``max_sessions`` the least recently used session is evicted,
+except one that ``pinned`` says must stay (a session whose session span is
+still open: ending it early would split one agent run in two); the store then
+grows past its size and warns once. Evictions are amortised: at most
+``_MAX_EVICTIONS_PER_CALL`` per insert, so one span start never pays for a
+long quiet period at once. Evicted sessions are handed to ``on_evict``
+outside the lock, so the caller can end them; nothing is dropped silently.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 
 DEFAULT_MAX_SESSIONS = 10_000
 DEFAULT_IDLE_TIMEOUT_S = 900.0
+_MAX_EVICTIONS_PER_CALL = 32
 
 
 class SessionStore(Generic[T]):
@@ -28,6 +34,7 @@ class SessionStore(Generic[T]):
         on_evict: Callable[[T], None],
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        pinned: Callable[[T], bool] = lambda value: False,
         clock: Callable[[], float] = time.monotonic,
     ):
         if max_sessions < 1:
@@ -37,9 +44,11 @@ class SessionStore(Generic[T]):
         self._entries: OrderedDict[str, tuple[T, float]] = OrderedDict()
         self._lock = threading.Lock()
         self._on_evict = on_evict
+        self._pinned = pinned
         self._max = max_sessions
         self._idle = idle_timeout_s
         self._clock = clock
+        self._warned_full = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -54,19 +63,20 @@ class SessionStore(Generic[T]):
             return entry[0]
 
     def get_or_create(self, key: str, factory: Callable[[], T]) -> T:
+        found = self.get(key)
+        if found is not None:
+            return found
+        created = factory()  # outside the lock: building a session reads the policy and may log
         evicted: list[T] = []
         with self._lock:
-            now = self._clock()
             entry = self._entries.get(key)
-            if entry is not None:
-                value = entry[0]
+            if entry is not None:  # another thread won the race: use its session
                 self._entries.move_to_end(key)
-            else:
-                value = factory()
-                self._collect(now, evicted)
-            self._entries[key] = (value, now)
+                return entry[0]
+            self._collect(self._clock(), evicted, room=True)
+            self._entries[key] = (created, self._clock())
         self._evict(evicted)
-        return value
+        return created
 
     def pop(self, key: str) -> T | None:
         with self._lock:
@@ -74,7 +84,7 @@ class SessionStore(Generic[T]):
         return entry[0] if entry else None
 
     def sweep(self) -> int:
-        """Evict idle sessions now; returns how many."""
+        """Evict idle sessions now (a bounded number); returns how many."""
         evicted: list[T] = []
         with self._lock:
             self._collect(self._clock(), evicted, room=False)
@@ -87,16 +97,30 @@ class SessionStore(Generic[T]):
             self._entries.clear()
         return values
 
-    def _collect(self, now: float, evicted: list[T], room: bool = True) -> None:
+    def _collect(self, now: float, evicted: list[T], room: bool) -> None:
         entries = self._entries
         deadline = now - self._idle
-        while entries:
+        skipped = 0
+        while entries and len(evicted) < _MAX_EVICTIONS_PER_CALL and skipped < _MAX_EVICTIONS_PER_CALL:
             key, (value, seen) = next(iter(entries.items()))
-            if seen <= deadline or (room and len(entries) >= self._max):
+            if seen <= deadline:
+                del entries[key]
+                evicted.append(value)
+            elif room and len(entries) >= self._max:
+                if self._pinned(value):
+                    entries.move_to_end(key)  # a running agent keeps its session; look further
+                    skipped += 1
+                    continue
                 del entries[key]
                 evicted.append(value)
             else:
-                break
+                return
+        if room and len(entries) >= self._max and not self._warned_full:
+            self._warned_full = True
+            logger.warning(
+                "more than %d agent sessions have open session spans; the guard keeps them all. "
+                "Raise OTEL_AGENTGUARD_MAX_SESSIONS if this is expected", self._max,
+            )
 
     def _evict(self, evicted: list[T]) -> None:
         for value in evicted:

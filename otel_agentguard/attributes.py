@@ -65,8 +65,6 @@ ERROR = "error"
 ABANDONED = "abandoned"
 INTERRUPTS = (STEERED, DRAINED, DISPATCHED, AWAITING)
 STOP_REASONS = (COMPLETED, EXPLICIT_FINISH, *PROBE_NAMES, *INTERRUPTS, ERROR, ABANDONED)
-# Session outcomes that are not failures of the agent.
-HEALTHY_STOP_REASONS = (COMPLETED, EXPLICIT_FINISH, *INTERRUPTS)
 
 # --- metrics -----------------------------------------------------------------------
 METRIC_SESSIONS = "agentguard.sessions"
@@ -101,7 +99,6 @@ OP_INVOKE_AGENT = "invoke_agent"
 INFERENCE_OPERATIONS = frozenset(
     {"chat", "text_completion", "generate_content", "completion", "responses"}
 )
-STEP_OPERATIONS = INFERENCE_OPERATIONS | {OP_EXECUTE_TOOL}
 
 # Older or vendor spellings we still read from foreign spans.
 LEGACY_INPUT_TOKENS = ("gen_ai.usage.prompt_tokens", "llm.token_count.prompt")

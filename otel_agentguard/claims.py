@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 WRITE = "write"
+CLAIM_CATEGORIES = (WRITE,)  # what a claim can assert; fake_completion checks "write" against tool contracts
 
 _EN_VERBS = (
     r"submitted|refunded|reimbursed|cancell?ed|updated|modified|changed|sent|emailed|"
@@ -31,7 +32,9 @@ _EN_PASSIVE_VERBS = (
     r"booked|rebooked|rescheduled|reserved|issued|processed|filed|deleted|removed|"
     r"notified|transferred|credited|escalated|reset|approved"
 )
-_EN_ADVERBS = r"(?:now\s+|already\s+|just\s+|also\s+|successfully\s+)*"
+# Bounded: a run of adverbs is short in real text, and an unbounded run next to
+# another would let a repetitive answer make matching quadratic.
+_EN_ADVERBS = r"(?:(?:now|already|just|also|successfully)\s+){0,3}"
 _EN_WRITE = (
     # "has been refunded", "have submitted", "I've also sent"
     rf"\b(?:has|have|'ve|had)\s+{_EN_ADVERBS}(?:been\s+)?{_EN_ADVERBS}(?:{_EN_VERBS})\b",
@@ -68,6 +71,7 @@ _EN_GUARD = re.compile(
     re.IGNORECASE,
 )
 _ZH_GUARD = re.compile(r"未|没有|尚未|还没|无法|不能|不会|将会|将于|将在|稍后|如果|若|一旦|待|请您|需要|是否|状态")
+_MAX_TEXT_CHARS = 64 * 1024
 _CLAUSE_BREAK = re.compile(r"[.!?;:,\n。！？；，：—–]")
 _SENTENCE_END = re.compile(r"[.!?\n。！？]")
 
@@ -94,6 +98,8 @@ class ClaimDetector:
     def detect(self, text: str) -> tuple[str, ...]:
         if not text:
             return ()
+        if len(text) > _MAX_TEXT_CHARS:  # claims open or close an answer; bound the work
+            text = text[: _MAX_TEXT_CHARS // 2] + "\n" + text[-_MAX_TEXT_CHARS // 2:]
         found: set[str] = set()
         for category, pattern, guard in self._patterns:
             if category in found:

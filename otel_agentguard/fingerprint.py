@@ -17,8 +17,9 @@ cannot be recovered by hashing guesses. The key comes from
 and its fingerprints do not correlate with other processes'.
 
 Any Python value gives a deterministic form and nothing here raises: cycles,
-very deep values, odd objects and failing ``model_dump`` calls all become
-fixed markers.
+very deep values (past 64 levels), huge values (past 50,000 nested values),
+odd objects and failing ``model_dump`` calls all become fixed markers, so two
+values that differ only beyond those bounds share a fingerprint.
 """
 
 from __future__ import annotations
@@ -140,6 +141,19 @@ def _decimal_text(value: decimal.Decimal) -> str:
     return _number_text(float(value))
 
 
+_MAX_NODES = 50_000  # beyond this many nested values a form ends in a fixed marker (bounds the cost)
+
+
+class _Walk:
+    """Per-call state: the containers on the current path (cycles) and the nodes left."""
+
+    __slots__ = ("active", "left")
+
+    def __init__(self) -> None:
+        self.active: set[int] = set()
+        self.left = _MAX_NODES
+
+
 class _Canonicalizer:
     """Writes the canonical form of a value as a list of text parts.
 
@@ -156,12 +170,12 @@ class _Canonicalizer:
     def form(self, value: Any) -> str:
         out: list[str] = []
         try:
-            self._write(value, out, 0, set(), False)
+            self._write(value, out, 0, _Walk(), False)
         except Exception:  # deliberate: a fingerprint must never break the caller
             return f"!{type(value).__qualname__}"
         return "".join(out)
 
-    def _write(self, value: Any, out: list[str], depth: int, path: set[int], unordered: bool) -> None:
+    def _write(self, value: Any, out: list[str], depth: int, path: _Walk, unordered: bool) -> None:
         kind = type(value)
         if kind is str:
             number = _numeric_string(value)
@@ -193,8 +207,11 @@ class _Canonicalizer:
             return
         self._write_other(value, out, depth, path, unordered)
 
-    def _child(self, value: Any, depth: int, path: set[int], unordered: bool) -> str:
+    def _child(self, value: Any, depth: int, path: _Walk, unordered: bool) -> str:
         """The form of one nested value; if it fails, only it becomes a marker."""
+        path.left -= 1
+        if path.left < 0:
+            return "…"  # a huge value: everything past the budget compares equal
         part: list[str] = []
         try:
             self._write(value, part, depth, path, unordered)
@@ -202,12 +219,12 @@ class _Canonicalizer:
             return f"!{type(value).__qualname__}"
         return "".join(part)
 
-    def _write_mapping(self, items: Any, out: list[str], depth: int, path: set[int], owner: Any) -> None:
+    def _write_mapping(self, items: Any, out: list[str], depth: int, path: _Walk, owner: Any) -> None:
         marker = id(owner)
-        if marker in path:
+        if marker in path.active:
             out.append("@")
             return
-        path.add(marker)
+        path.active.add(marker)
         try:
             entries = []
             for key, item in items:
@@ -221,16 +238,21 @@ class _Canonicalizer:
                 out.append(f"{len(name)}:{name}={text},")
             out.append("}")
         finally:
-            path.discard(marker)
+            path.active.discard(marker)
 
-    def _write_sequence(self, items: Any, out: list[str], depth: int, path: set[int], unordered: bool) -> None:
+    def _write_sequence(self, items: Any, out: list[str], depth: int, path: _Walk, unordered: bool) -> None:
         marker = id(items)
-        if marker in path:
+        if marker in path.active:
             out.append("@")
             return
-        path.add(marker)
+        path.active.add(marker)
         try:
-            texts = [self._child(item, depth + 1, path, False) for item in items]
+            texts = []
+            for item in items:
+                if path.left < 0:
+                    texts.append("…")  # over budget: the rest of a huge list compares equal
+                    break
+                texts.append(self._child(item, depth + 1, path, False))
             if unordered:
                 texts.sort()
             out.append("[")
@@ -239,7 +261,7 @@ class _Canonicalizer:
                 out.append(",")
             out.append("]")
         finally:
-            path.discard(marker)
+            path.active.discard(marker)
 
     def _key_text(self, key: Any) -> str:
         # JSON keys are text: the key 1 and the key "1" are the same key.
@@ -248,10 +270,10 @@ class _Canonicalizer:
         if isinstance(key, float):
             return _number_text(key)
         part: list[str] = []
-        self._write(key, part, _MAX_DEPTH - 1, set(), False)
+        self._write(key, part, _MAX_DEPTH - 1, _Walk(), False)
         return "".join(part)
 
-    def _write_other(self, value: Any, out: list[str], depth: int, path: set[int], unordered: bool) -> None:
+    def _write_other(self, value: Any, out: list[str], depth: int, path: _Walk, unordered: bool) -> None:
         if isinstance(value, str):  # str subclasses, StrEnum members
             self._write(str.__str__(value), out, depth, path, unordered)
         elif isinstance(value, bool):
@@ -285,7 +307,7 @@ class _Canonicalizer:
         else:
             self._write_object(value, out, depth, path)
 
-    def _write_object(self, value: Any, out: list[str], depth: int, path: set[int]) -> None:
+    def _write_object(self, value: Any, out: list[str], depth: int, path: _Walk) -> None:
         dump = getattr(value, "model_dump", None)  # pydantic v2
         if callable(dump):
             try:

@@ -139,7 +139,11 @@ class SessionJudge:
     def last_sequence(self) -> int:
         return self._last_sequence
 
-    def finish(self, *, error: bool = False, interrupt: str | None = None, end_ns: int = 0) -> Verdict:
+    def finish(
+        self, *, error: bool = False, interrupt: str | None = None, end_ns: int = 0, unfinished: bool = False
+    ) -> Verdict:
+        """The verdict. ``unfinished``: the session was cut off (evicted, shut down), so a
+        final answer seen earlier does not make it ``completed``."""
         totals = self.totals
         end = max(end_ns, self._last_end_ns)
         return Verdict(
@@ -149,7 +153,7 @@ class SessionJudge:
                 interrupt=interrupt,
                 error=error,
                 explicit_finish=totals.finished_explicitly,
-                final_answer=totals.final,
+                final_answer=totals.final and not unfinished,
             ),
             profile=self.profile.name,
             policy_version=self.policy.version,
@@ -174,8 +178,8 @@ class SequenceBuffer:
 
     __slots__ = ("_next", "_pending", "_skipped", "_max_pending", "_arrivals")
 
-    def __init__(self, max_pending: int = 64):
-        self._next = 1
+    def __init__(self, first: int = 1, max_pending: int = 64):
+        self._next = first
         self._pending: list[tuple[int, int, Step]] = []  # heap of (sequence, arrival, step)
         self._skipped: set[int] = set()
         self._max_pending = max_pending

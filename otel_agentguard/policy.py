@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+import math
 import os
 import re
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_agentguard.attributes import PROBE_NAMES
-from otel_agentguard.claims import BUILTIN_PATTERNS, ClaimDetector
+from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDetector
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter
 from otel_agentguard.pricing import Price, PriceTable
@@ -73,7 +74,7 @@ class ToolContract:
     unordered_keys: frozenset[str] = frozenset()
 
 
-# key -> (kind, allow None) for profile fields; one table drives parsing and the docs.
+# Profile key -> the kind of value it takes; one table drives parsing and validation.
 _PROFILE_FIELDS: dict[str, str] = {
     "window": "positive_int",
     "repeat_threshold": "threshold",
@@ -215,6 +216,8 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         found = re.search(r"\(at line (\d+), column \d+\)", str(exc))
         where = f"{source}:{found.group(1)}" if found else source
         raise PolicyError(f"{where}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # a value TOML parses but Python refuses (an integer of 5,000 digits)
+        raise PolicyError(f"{source}: invalid TOML value: {exc}") from None
     return _Parser(text, source).policy(data)
 
 
@@ -388,7 +391,7 @@ class _Parser:
                 if key not in section:
                     raise self._error(prefix + key, "missing (both input and output prices are needed)")
                 value = section[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
                     raise self._error(prefix + key, f"expected a number of USD per million tokens, got {_describe(value)}")
             prices[model] = Price(float(section["input_usd_per_mtok"]), float(section["output_usd_per_mtok"]))
         return prices
@@ -400,6 +403,8 @@ class _Parser:
             categories = {}
             for category, sources in section.items():
                 key = _key("claims", lang, category)
+                if category not in CLAIM_CATEGORIES:
+                    raise self._error(key, f"unknown claim category (expected one of: {', '.join(CLAIM_CATEGORIES)})")
                 compiled = self._strings(sources, key)
                 for source in compiled:
                     try:

@@ -17,12 +17,11 @@ Every entry point therefore catches, reports once, and carries on.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
 import time
-from dataclasses import replace
+from collections import OrderedDict
 from typing import Any
 
 from opentelemetry import baggage, trace
@@ -50,40 +49,69 @@ logger = logging.getLogger(__name__)
 
 MODES = ("observe", "enforce")
 VERDICT_SPAN_NAME = "agentguard.verdict"
+_MAX_REMEMBERED_COUNTERS = 10_000
+
+
+class _Sequence:
+    """A session's sequence counter; it outlives the session so a reused id keeps counting."""
+
+    __slots__ = ("_lock", "last")
+
+    def __init__(self, last: int = 0):
+        self._lock = threading.Lock()
+        self.last = last
+
+    def next(self) -> int:
+        with self._lock:
+            self.last += 1
+            return self.last
 
 
 class _Session:
     """A live session: its judge, its sequence counter and its open session span."""
 
     __slots__ = (
-        "session_id", "lock", "judge", "buffer", "sequence", "session_span", "last_context", "pending_alerts",
-        "ended",
+        "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
+        "pending_alerts", "ended",
     )
 
-    def __init__(self, session_id: str, judge: SessionJudge):
+    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence):
         self.session_id = session_id
         self.lock = threading.Lock()
         self.judge = judge
-        self.buffer = SequenceBuffer()
-        # next() on itertools.count is atomic under the GIL: parallel steps never share a number.
-        self.sequence = itertools.count(1)
+        self.sequence = sequence
+        self.first_sequence = sequence.last + 1
+        self.buffer = SequenceBuffer(first=self.first_sequence)
         self.session_span: Span | None = None
         self.last_context: SpanContext | None = None
         self.pending_alerts: list[Alert] = []  # for the verdict span when no session span is open
         self.ended = False
 
+    def span_open(self) -> bool:
+        return self.session_span is not None and self.session_span.is_recording()
+
+    def is_session_span(self, span: ReadableSpan) -> bool:
+        own = self.session_span
+        return own is not None and own.get_span_context().span_id == span.get_span_context().span_id
+
 
 class AgentGuardSpanProcessor(SpanProcessor):
     """Judges agent sessions as their spans start and end.
+
+    A session is one agent run: the ``invoke_agent`` span that names it (made
+    by :func:`otel_agentguard.session` or by a framework), or, without one, the
+    steps up to and including a final answer. Sequence numbers keep counting
+    when a session id comes back for another run.
 
     Args:
         policy: a :class:`~otel_agentguard.policy.Policy`, a path to a TOML
             policy, or ``None`` for ``OTEL_AGENTGUARD_POLICY`` / the built-in defaults.
         mode: ``"observe"`` or ``"enforce"``; ``None`` reads ``OTEL_AGENTGUARD_MODE``.
-        tracer_provider: where verdict spans are written; default the global provider.
+        tracer_provider: where verdict spans are written. Pass the provider this
+            processor is added to (``install()`` does); default the global provider.
         meter_provider: where metrics go; default the global provider.
-        max_sessions: most sessions judged at once (LRU beyond it).
-        idle_timeout_s: a session without a step for this long ends as ``abandoned``.
+        max_sessions: most sessions judged at once (LRU beyond it; running ones are kept).
+        idle_timeout_s: a session without a span for this long is ended.
     """
 
     def __init__(
@@ -103,10 +131,15 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._metrics = GuardMetrics(meter_provider)
         self._store: SessionStore[_Session] = SessionStore(
             self._evicted,
-            max_sessions=max_sessions or _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
-            idle_timeout_s=idle_timeout_s or _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
-                                                         DEFAULT_IDLE_TIMEOUT_S, float),
+            max_sessions=max_sessions if max_sessions is not None
+            else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
+            idle_timeout_s=idle_timeout_s if idle_timeout_s is not None
+            else _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, float),
+            pinned=_Session.span_open,
         )
+        # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
+        self._counters: OrderedDict[str, _Sequence] = OrderedDict()
+        self._counters_lock = threading.Lock()
         self._shut_down = False
         _registry.register(self)
 
@@ -129,7 +162,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._shut_down = True
         try:
             for session in self._store.drain():
-                self._end(session, abandoned=True)
+                self._end(session, unfinished=True)
         except Exception as exc:  # deliberate: shutdown must finish
             _internal_errors.report("processor.shutdown", exc)
         self._metrics.close()
@@ -148,10 +181,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if attrs.get(A.VERDICT):
             return
         kind = step_kind(attrs)
-        is_session_span = attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT and A.SESSION_ID in attrs
+        named = explicit_session(attrs)
+        is_session_span = named is not None and attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT
         context_session = current_session(parent_context)
         session_id = (
-            explicit_session(attrs)
+            named
             or (context_session.session_id if context_session else None)
             or _baggage_session(parent_context)
             or _parent_session(parent_context)
@@ -172,16 +206,18 @@ class AgentGuardSpanProcessor(SpanProcessor):
         session = self._store.get_or_create(
             session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns)
         )
-        if is_session_span:
-            session.session_span = span
+        if is_session_span and session.session_span is None:
+            session.session_span = span  # an inner invoke_agent of the same session joins the outer run
         if kind is not None:
-            span.set_attribute(A.SEQUENCE, next(session.sequence))
+            span.set_attribute(A.SEQUENCE, session.sequence.next())
 
     def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int) -> _Session:
         profile = attrs.get(A.PROFILE) or (context_session.profile if context_session else None)
         task_type = attrs.get(A.TASK_TYPE) or (context_session.task_type if context_session else None)
         chosen = self.policy.resolve_profile(profile, task_type)
-        return _Session(session_id, SessionJudge(session_id, self.policy, chosen, start_ns=start_ns))
+        with self._counters_lock:
+            sequence = self._counters.pop(session_id, None) or _Sequence()
+        return _Session(session_id, SessionJudge(session_id, self.policy, chosen, start_ns=start_ns), sequence)
 
     # --- end -------------------------------------------------------------------------------
     def _on_end(self, span: ReadableSpan) -> None:
@@ -189,33 +225,47 @@ class AgentGuardSpanProcessor(SpanProcessor):
         session_id = attrs.get(A.SESSION_ID)
         if session_id is None or attrs.get(A.VERDICT):
             return
+        session = self._store.get(session_id)
+        if session is None:
+            return  # ended (or never judged): a late span cannot change a verdict
+        if session.is_session_span(span):
+            # A session span we did not end ourselves (a framework's): its verdict goes
+            # on a verdict span, since an ended span takes no more attributes.
+            if self._store.pop(session_id) is session:
+                self._end(session, error=span.status.status_code is StatusCode.ERROR)
+            return
         sequence = attrs.get(A.SEQUENCE)
         kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
         if kind is None and sequence is None:
             return
-        session = self._store.get(session_id)
-        if session is None:
-            return  # already ended (or evicted): a late span cannot change the verdict
+        if sequence is not None and sequence < session.first_sequence:
+            return  # a straggler of an earlier run of this session id
         if kind is None:
             with session.lock:
                 released = session.buffer.skip(sequence)
         else:
             if sequence is None:  # became a step after it started: number it now
-                sequence = next(session.sequence)
-            step = step_from_attributes(
-                attrs,
-                kind=kind,
-                session_id=session_id,
-                sequence=sequence,
-                policy=self.policy,
-                span_name=span.name,
-                start_ns=span.start_time or 0,
-                end_ns=span.end_time or 0,
-                status_error=span.status.status_code is StatusCode.ERROR,
-            )
-            with session.lock:
-                session.last_context = span.get_span_context()
-                released = session.buffer.push(step)
+                sequence = session.sequence.next()
+            try:
+                step = step_from_attributes(
+                    attrs,
+                    kind=kind,
+                    session_id=session_id,
+                    sequence=sequence,
+                    policy=self.policy,
+                    span_name=span.name,
+                    start_ns=span.start_time or 0,
+                    end_ns=span.end_time or 0,
+                    status_error=span.status.status_code is StatusCode.ERROR,
+                )
+            except Exception as exc:  # deliberate: lose this step, not the ones after it
+                _internal_errors.report("processor.step", exc)
+                with session.lock:
+                    released = session.buffer.skip(sequence)
+            else:
+                with session.lock:
+                    session.last_context = span.get_span_context()
+                    released = session.buffer.push(step)
         self._judge(session, released)
 
     def _judge(self, session: _Session, steps: list[Step]) -> None:
@@ -229,12 +279,14 @@ class AgentGuardSpanProcessor(SpanProcessor):
             for step in steps:
                 raised.extend(session.judge.observe(step))
                 final = final or step.final
-            if session.session_span is None:
+            if session.span_open():
+                # Under the session's lock: _end cannot end the span between check and write.
+                for alert in raised:
+                    session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
+            else:
                 session.pending_alerts.extend(raised)
         for alert in raised:
             self._metrics.stall(alert, session.judge.profile.name)
-            if session.session_span is not None:
-                session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))
         if final and session.session_span is None:
             # Without a session span, the final answer is where the session ends.
             if self._store.pop(session.session_id) is session:
@@ -257,32 +309,39 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     def _evicted(self, session: _Session) -> None:
         try:
-            self._end(session, abandoned=True)
+            self._end(session, unfinished=True)
         except Exception as exc:  # deliberate
             _internal_errors.report("processor.evict", exc)
 
-    def _end(self, session: _Session, *, error: bool = False, abandoned: bool = False) -> Verdict | None:
+    def _end(self, session: _Session, *, error: bool = False, unfinished: bool = False) -> Verdict | None:
+        """End a session (already out of the store): judge what is buffered, write the verdict.
+
+        ``unfinished`` (evicted or shut down): a probe's finding or the finish tool
+        still names the stop reason; otherwise the session is ``abandoned``.
+        """
         with session.lock:
             if session.ended:
                 return None
             session.ended = True
-            late = session.buffer.drain()
             raised = []
-            for step in late:
+            for step in session.buffer.drain():
                 raised.extend(session.judge.observe(step))
-            verdict = session.judge.finish(error=error, end_ns=time.time_ns())
-            if abandoned:  # evicted or shut down before it ended: counted, never dropped
-                verdict = replace(verdict, stop_reason=A.ABANDONED)
+            verdict = session.judge.finish(error=error, end_ns=time.time_ns(), unfinished=unfinished)
+            span = session.session_span
+            on_span = span is not None and span.is_recording()
+            if on_span:
+                for alert in raised:
+                    span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
+                span.set_attributes(self.verdict_attributes(verdict))  # type: ignore[union-attr]
         for alert in raised:
             self._metrics.stall(alert, verdict.profile)
-        span = session.session_span
-        if span is not None and span.is_recording():
-            for alert in raised:
-                span.add_event(A.STALL_EVENT, alert_attributes(alert))
-            span.set_attributes(self.verdict_attributes(verdict))
-        else:
+        if not on_span:
             self._write_verdict_span(session, verdict, session.pending_alerts + raised)
         self._metrics.session_ended(verdict)
+        with self._counters_lock:
+            self._counters[session.session_id] = session.sequence
+            if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
+                self._counters.popitem(last=False)
         return verdict
 
     def verdict_attributes(self, verdict: Verdict) -> dict[str, Any]:
@@ -298,7 +357,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     def _write_verdict_span(self, session: _Session, verdict: Verdict, alerts: list[Alert]) -> None:
         if self._tracer is None:
-            self._tracer = trace.get_tracer("otel_agentguard", __version__, self._tracer_provider)
+            provider = self._tracer_provider or trace.get_tracer_provider()
+            if not callable(getattr(provider, "add_span_processor", None)):
+                logger.warning(
+                    "agentguard verdict spans go to a %s and are dropped: pass tracer_provider= to "
+                    "AgentGuardSpanProcessor (install() does)", type(provider).__name__,
+                )
+            self._tracer = trace.get_tracer("otel_agentguard", __version__, provider)
         parent = None
         if session.last_context is not None:
             parent = trace.set_span_in_context(NonRecordingSpan(session.last_context))

@@ -24,6 +24,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._context import SessionContext, with_session
+from otel_agentguard.config import capture_content
 from otel_agentguard.judge import Verdict
 from otel_agentguard.version import __version__
 
@@ -91,7 +92,8 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
         try:
             if span is not None:
                 if exc is not None:
-                    span.record_exception(exc)
+                    if capture_content():  # an exception message may quote private data
+                        span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                     span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
                 for processor in _registry.processors():

@@ -232,7 +232,7 @@ def _int_or_none(value: Any) -> int | None:
         return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # foreign spans may hold anything, even inf
         return None
 
 
@@ -266,24 +266,23 @@ def _output_messages(attrs: Mapping[str, Any]) -> list[Any] | None:
     return value if isinstance(value, list) else None
 
 
+def _parts(message: Any) -> list[Any]:
+    parts = message.get("parts") if isinstance(message, Mapping) else None
+    return parts if isinstance(parts, list) else []
+
+
 def _count_tool_calls(messages: list[Any]) -> int:
-    count = 0
-    for message in messages:
-        if isinstance(message, Mapping):
-            for part in message.get("parts") or ():
-                if isinstance(part, Mapping) and part.get("type") == "tool_call":
-                    count += 1
-    return count
+    return sum(
+        1 for message in messages for part in _parts(message)
+        if isinstance(part, Mapping) and part.get("type") == "tool_call"
+    )
 
 
 def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
     if messages is not None:
-        texts = []
-        for message in messages:
-            if isinstance(message, Mapping):
-                for part in message.get("parts") or ():
-                    if isinstance(part, Mapping) and part.get("type") == "text":
-                        texts.append(str(part.get("content") or ""))
-        return "\n".join(texts)
+        return "\n".join(
+            str(part.get("content") or "") for message in messages for part in _parts(message)
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
     text = attrs.get("gen_ai.completion.0.content") or attrs.get("output.value")
     return text if isinstance(text, str) else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from otel_agentguard.claims import WRITE, ClaimDetector
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.policy import PolicyError, parse_policy
 
 DETECTOR = ClaimDetector()
 
@@ -215,15 +215,8 @@ def test_policy_claims_empty_list_disables_a_language() -> None:
     assert policy.claims.detect("退款成功") == (WRITE,)
 
 
-def test_policy_claims_new_category() -> None:
-    policy = parse_policy(
-        r"""
-[claims.en]
-promise = ["\\bguaranteed\\b"]
-"""
-    )
-    assert policy.claims.detect("Delivery is guaranteed, and your refund has been submitted.") == (
-        "promise",
-        WRITE,
-    )
-    assert policy.claims.detect("Delivery is guaranteed.") == ("promise",)
+def test_policy_claims_unknown_category_is_an_error_naming_the_key() -> None:
+    # A misspelt category would otherwise be compiled and never consulted.
+    with pytest.raises(PolicyError, match=r"policy.toml:3: claims.en.wirte: unknown claim category"):
+        parse_policy('\n[claims.en]\nwirte = ["\\\\bsubmitted\\\\b"]\n', source="policy.toml")
+

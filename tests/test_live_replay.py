@@ -183,3 +183,91 @@ def test_replay_of_a_spanless_session_matches_its_verdict_span(live_run):
     verdict = replayed[session_id]
     assert attrs[A.STOP_REASON]["stringValue"] == verdict.stop_reason == "tool_loop"
     assert [e["attributes"][0]["value"]["stringValue"] for e in events] == [a.probe for a in verdict.alerts]
+
+
+def test_session_lifecycles_agree_between_live_and_replay(tmp_path):
+    """Reused ids, framework session spans, late steps and baggage: the two feeds agree."""
+    from opentelemetry import baggage, context
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    path = tmp_path / "lifecycles.jsonl"
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPJsonLinesSpanExporter(path)))
+    provider.add_span_processor(AgentGuardSpanProcessor(POLICY, tracer_provider=provider))
+    tracer = provider.get_tracer("framework")
+
+    @ag.tool(tracer_provider=provider)
+    def lookup(order: str) -> dict:
+        return {"order": order}
+
+    def answer():
+        record_model_call(tracer, final_claims=())
+
+    # 1. one conversation id, three ag.session() runs: numbering goes on, three verdicts
+    for _ in range(3):
+        with ag.session("conv-1", tracer_provider=provider):
+            lookup("A1")
+            answer()
+    # 2. the same without session spans: a final answer ends each run
+    for _ in range(3):
+        with tracer.start_as_current_span("turn", attributes={A.GEN_AI_CONVERSATION_ID: "conv-2"}):
+            lookup("A1")
+            answer()
+    # 3. a framework's own invoke_agent span (not ag.session) that ends in an error
+    with pytest.raises(RuntimeError):
+        with tracer.start_as_current_span("invoke_agent planner", attributes={
+                A.GEN_AI_OPERATION_NAME: "invoke_agent", A.GEN_AI_CONVERSATION_ID: "fw-1"}):
+            for _ in range(3):
+                lookup("B2")
+            raise RuntimeError("framework crashed")
+    # 4. a tool span that ends after its session ended is ignored by both feeds
+    with ag.session("late", tracer_provider=provider):
+        lookup("C3")
+        lookup("C3")
+        straggler = tracer.start_span("execute_tool lookup", attributes={
+            A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "lookup",
+            A.TOOL_ARGS_FINGERPRINT: "x", A.TOOL_RESULT_FINGERPRINT: "y"})
+        answer()
+    straggler.end()
+    # 5. the session id comes in baggage, from a caller in another process
+    token = context.attach(baggage.set_baggage("session.id", "from-baggage"))
+    try:
+        for _ in range(3):
+            lookup("D4")
+        answer()
+    finally:
+        context.detach(token)
+    provider.shutdown()
+
+    def stalls(span):
+        return [(e.attributes[A.PROBE], tuple(e.attributes[A.EVIDENCE])) for e in span.events
+                if e.name == A.STALL_EVENT]
+
+    spans = memory.get_finished_spans()
+    live = []
+    for span in spans:
+        attrs = span.attributes
+        if A.STOP_REASON in attrs:
+            events = stalls(span)
+            if attrs.get(A.VERDICT):  # alerts raised while a framework's session span was open stay there
+                events += [e for other in spans if other.attributes.get(A.SESSION_ID) == attrs[A.SESSION_ID]
+                           and other.attributes.get(A.GEN_AI_OPERATION_NAME) == "invoke_agent" for e in stalls(other)]
+            live.append((attrs[A.SESSION_ID], attrs[A.STOP_REASON], attrs[A.STEPS], events))
+    replayed = [
+        (v.session_id, v.stop_reason, v.steps, [(a.probe, a.evidence) for a in v.alerts])
+        for _, v in replay_files([path], POLICY)
+    ]
+    assert sorted(live) == sorted(replayed)
+    assert sorted(live) == sorted([
+        ("conv-1", "completed", 2, []), ("conv-1", "completed", 2, []), ("conv-1", "completed", 2, []),
+        ("conv-2", "completed", 2, []), ("conv-2", "completed", 2, []), ("conv-2", "completed", 2, []),
+        ("fw-1", "tool_loop", 3, [("tool_loop", (1, 2, 3))]),
+        ("late", "completed", 3, []),
+        ("from-baggage", "tool_loop", 4, [("tool_loop", (1, 2, 3))]),
+    ])
+    conv1 = sorted(s.attributes[A.SEQUENCE] for s in memory.get_finished_spans()
+                   if s.attributes.get(A.SESSION_ID) == "conv-1" and A.SEQUENCE in s.attributes)
+    assert conv1 == [1, 2, 3, 4, 5, 6]  # monotonic per session id across its runs

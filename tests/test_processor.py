@@ -289,18 +289,28 @@ def test_a_failing_probe_never_reaches_the_application(monkeypatch):
     assert _internal_errors.counts()["probe.tool_loop"] == before + 1
 
 
-def test_processor_errors_are_contained(monkeypatch):
+def test_a_step_that_cannot_be_read_is_lost_alone(monkeypatch):
     import otel_agentguard.processor as processor_module
 
-    def explode(*args, **kwargs):
-        raise ValueError("adapter bug")
+    real = processor_module.step_from_attributes
 
-    monkeypatch.setattr(processor_module, "step_from_attributes", explode)
-    with GuardedTracing() as tracing:
-        _, get_order, _ = make_tools(tracing)
-        with tracing.session("contained"):
+    def flaky(attrs, **kwargs):
+        if attrs.get(A.GEN_AI_TOOL_NAME) == "get_order":
+            raise ValueError("adapter bug")
+        return real(attrs, **kwargs)
+
+    monkeypatch.setattr(processor_module, "step_from_attributes", flaky)
+    before = _internal_errors.counts().get("processor.step", 0)
+    with GuardedTracing(LOOPY) as tracing:
+        query_logistics, get_order, _ = make_tools(tracing)
+        with tracing.session("contained") as handle:
             assert get_order("A1") == {"order": "A1", "state": "paid"}
-    assert _internal_errors.counts().get("processor.on_end", 0) >= 1
+            for _ in range(3):
+                query_logistics("A1")
+            # judged while the session runs: the unreadable step 1 holds nothing back
+            assert [e[A.PROBE] for e in stall_events(handle.span)] == ["tool_loop"]
+        assert tracing.verdict("contained").alerts[0].evidence == (2, 3, 4)
+    assert _internal_errors.counts()["processor.step"] == before + 1
 
 
 def test_install_is_idempotent_and_rejects_a_non_sdk_provider():

@@ -42,12 +42,16 @@ def load_yaml(text: str, path: str) -> Any:
     _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _LineLoader.construct_mapping)
     try:
         document = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except InputError:
+        raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         raise InputError(path, f"invalid YAML: {exc.problem or exc.context}", line) from None
     except yaml.YAMLError as exc:
         raise InputError(path, f"invalid YAML: {exc}") from None
+    except (ValueError, OverflowError) as exc:  # a scalar the safe constructors reject (2001-02-30)
+        raise InputError(path, f"invalid YAML value: {exc}") from None
     if not _expands_within(document, _MAX_EXPANDED_VALUES):
         raise InputError(path, f"YAML expands to more than {_MAX_EXPANDED_VALUES:,} values (nested aliases?)")
     return document

@@ -18,7 +18,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
-from otel_agentguard.steps import explicit_session, step_from_attributes, step_kind
+from otel_agentguard.steps import Step, explicit_session, step_from_attributes, step_kind
 
 _MAX_PARENT_HOPS = 256
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
@@ -61,6 +61,7 @@ class _Candidate:
     start_ns: int
     end_ns: int
     error: bool
+    path: str
     line: int
 
 
@@ -73,7 +74,7 @@ class OTLPCollector:
         self._seen: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
         self._candidates: list[_Candidate] = []
-        self._sessions: dict[str, RecordedSession] = {}
+        self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         try:
@@ -107,73 +108,109 @@ class OTLPCollector:
         if session_id:
             self._session_of[span_id] = session_id
             if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
-                self._add_session_span(session_id, attrs, path, start_ns, end_ns, error)
+                self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
         kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
         if kind is not None:
             self._candidates.append(_Candidate(
-                kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error, line,
+                kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
+                path, line,
             ))
 
-    def _add_session_span(
-        self, session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool
-    ) -> None:
-        session = self._sessions.setdefault(session_id, RecordedSession(session_id, path))
-        session.profile = _text(attrs.get(A.PROFILE)) or session.profile
-        session.task_type = _text(attrs.get(A.TASK_TYPE)) or session.task_type
-        session.error = session.error or error
-        stop_reason = attrs.get(A.STOP_REASON)
-        if stop_reason in A.INTERRUPTS:
-            session.interrupt = stop_reason
-        session.start_ns = start_ns
-        session.end_ns = end_ns
+    def _resolve(self, candidate: _Candidate) -> tuple[str, str | None]:
+        """The step's session id and, when it ran inside one, the span id of its session span.
 
-    def _resolve(self, candidate: _Candidate) -> str:
-        found = explicit_session(candidate.attrs)
-        if found:
-            return found
+        Like the live processor: the span's own session attributes first, then its
+        parent chain, else the trace; the run is the outermost session span of that
+        session around it (an inner ``invoke_agent`` of the same session joins it).
+        """
+        session_id = explicit_session(candidate.attrs)
+        run = None
         span_id = candidate.parent_id
         for _ in range(_MAX_PARENT_HOPS):
             if not span_id:
                 break
-            found = self._session_of.get(span_id)
-            if found:
-                return found
+            if session_id is None:
+                session_id = self._session_of.get(span_id)
+            found = self._runs.get(span_id)
+            if found is not None and found.session_id == session_id:
+                run = span_id
             span_id = self._parents.get(span_id, "")
-        return candidate.trace_id
+        return session_id or candidate.trace_id, run
+
+    def _nested_run(self, span_id: str) -> bool:
+        """A session span inside an outer session span of the same session is part of that run."""
+        session_id = self._runs[span_id].session_id
+        parent = self._parents.get(span_id, "")
+        for _ in range(_MAX_PARENT_HOPS):
+            if not parent:
+                return False
+            found = self._runs.get(parent)
+            if found is not None and found.session_id == session_id:
+                return True
+            parent = self._parents.get(parent, "")
+        return False
 
     def sessions(self) -> list[RecordedSession]:
-        grouped: dict[str, list[_Candidate]] = {}
+        by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
         for candidate in self._candidates:
-            grouped.setdefault(self._resolve(candidate), []).append(candidate)
-        result = []
-        for session_id, candidates in grouped.items():
-            session = self._sessions.get(session_id) or RecordedSession(session_id, "")
-            if not session.source:
-                session.source = "otlp"
-            numbered = all(isinstance(c.attrs.get(A.SEQUENCE), int) for c in candidates)
+            session_id, run = self._resolve(candidate)
+            by_session.setdefault(session_id, []).append((run, candidate))
+        result = [run for span_id, run in self._runs.items() if not self._nested_run(span_id)]
+        for session_id, members in by_session.items():
+            # Sequence numbers count per session id across its runs, as live.
+            numbered = all(isinstance(c.attrs.get(A.SEQUENCE), int) for _, c in members)
             if numbered:
-                candidates.sort(key=lambda c: c.attrs[A.SEQUENCE])
+                members.sort(key=lambda m: m[1].attrs[A.SEQUENCE])
             else:
-                candidates.sort(key=lambda c: (c.start_ns, c.end_ns))
-            for index, candidate in enumerate(candidates, start=1):
-                session.steps.append(step_from_attributes(
-                    candidate.attrs,
-                    kind=candidate.kind,
-                    session_id=session_id,
-                    sequence=candidate.attrs[A.SEQUENCE] if numbered else index,
-                    policy=self._policy,
-                    span_name=candidate.name,
-                    start_ns=candidate.start_ns,
-                    end_ns=candidate.end_ns,
-                    status_error=candidate.error,
-                ))
-            result.append(session)
-        # Sessions that only have a session span (no step) are still reported.
-        for session_id, session in self._sessions.items():
-            if session_id not in grouped:
-                result.append(session)
+                members.sort(key=lambda m: (m[1].start_ns, m[1].end_ns))
+            spanless: RecordedSession | None = None
+            for index, (run, candidate) in enumerate(members, start=1):
+                if run is not None:
+                    session = self._runs[run]
+                    if session.end_ns and candidate.end_ns > session.end_ns:
+                        continue  # ended after its session: the live judge never saw it either
+                else:
+                    if spanless is None:
+                        spanless = RecordedSession(session_id, candidate.path)
+                        result.append(spanless)
+                    session = spanless
+                step = self._step(candidate, session_id, candidate.attrs[A.SEQUENCE] if numbered else index)
+                session.steps.append(step)
+                if run is None and step.final:
+                    spanless = None  # without a session span, a final answer ends the run
         result.sort(key=lambda s: (s.start_ns or (s.steps[0].start_ns if s.steps else 0), s.session_id))
         return result
+
+    def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
+        try:
+            return step_from_attributes(
+                candidate.attrs,
+                kind=candidate.kind,
+                session_id=session_id,
+                sequence=sequence,
+                policy=self._policy,
+                span_name=candidate.name,
+                start_ns=candidate.start_ns,
+                end_ns=candidate.end_ns,
+                status_error=candidate.error,
+            )
+        except Exception as exc:  # a span the adapter cannot read: name it, never a traceback
+            raise InputError(candidate.path, f"unreadable span {candidate.name!r} ({type(exc).__name__}: {exc})",
+                             candidate.line) from None
+
+
+def _run(session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool) -> RecordedSession:
+    stop_reason = attrs.get(A.STOP_REASON)
+    return RecordedSession(
+        session_id,
+        path,
+        profile=_text(attrs.get(A.PROFILE)),
+        task_type=_text(attrs.get(A.TASK_TYPE)),
+        error=error,
+        interrupt=stop_reason if stop_reason in A.INTERRUPTS else None,
+        start_ns=start_ns,
+        end_ns=end_ns,
+    )
 
 
 def _text(value: Any) -> str | None:

@@ -40,17 +40,24 @@ def read_files(paths: Iterable[str | os.PathLike[str]], policy: Policy) -> list[
 def trajectory_policy_path(path: str | os.PathLike[str]) -> Path | None:
     """The policy a trajectory file names (``policy: file.toml``), relative to it."""
     file = Path(path)
-    if file.suffix.lower() not in _YAML_SUFFIXES + (".json",) or not file.is_file():
-        return None  # reading it reports the real problem
     try:
+        if file.suffix.lower() not in _YAML_SUFFIXES + (".json",) or not file.is_file():
+            return None  # reading it reports the real problem
         document = _load_document(file)
-    except InputError:
+    except (InputError, OSError):
         return None
     name = document.get("policy") if isinstance(document, dict) else None
     return (file.parent / name) if isinstance(name, str) else None
 
 
 def _read_one(path: Path, otlp: OTLPCollector, agent_trace: AgentTraceCollector, policy: Policy) -> list[RecordedSession]:
+    try:
+        return _read_file(path, otlp, agent_trace, policy)
+    except OSError as exc:  # unreadable (permissions, vanished): one line, no traceback
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
+
+
+def _read_file(path: Path, otlp: OTLPCollector, agent_trace: AgentTraceCollector, policy: Policy) -> list[RecordedSession]:
     name = str(path)
     if not path.is_file():
         raise InputError(name, "no such file" if not path.exists() else "not a regular file")

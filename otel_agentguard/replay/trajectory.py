@@ -47,7 +47,8 @@ def is_trajectory_document(document: Any) -> bool:
 
 def sessions_from_document(document: Mapping[str, Any], path: str, policy: Policy) -> list[RecordedSession]:
     if "steps" in document and "sessions" not in document:
-        raw_sessions: Any = [document]
+        # One session at the top level; its 'policy' key is the file's, read by the CLI.
+        raw_sessions: Any = [{key: value for key, value in document.items() if key != "policy"}]
     else:
         raw_sessions = document.get("sessions")
     if not isinstance(raw_sessions, list):

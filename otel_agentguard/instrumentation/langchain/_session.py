@@ -1,0 +1,67 @@
+"""Session identity without code changes: a LangGraph run's ``thread_id``.
+
+LangGraph keeps one conversation per ``config["configurable"]["thread_id"]``
+(and LangChain copies it into the run's ``metadata``). The spans this
+instrumentation makes name that thread as their session, through
+``gen_ai.conversation.id`` and ``agentguard.session.id``, so the guard judges
+each thread as one session.
+
+A session the application chose itself wins: inside ``otel_agentguard.session()``
+or with a session in OpenTelemetry baggage (``session.id``,
+``gen_ai.conversation.id``), nothing is stamped and the processor resolves the
+session as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import baggage
+
+from otel_agentguard import attributes as A
+from otel_agentguard._context import current_session
+
+_THREAD_KEY = "thread_id"
+
+try:  # the config of the runnable that is running now (langchain-core >= 0.2)
+    from langchain_core.runnables.config import var_child_runnable_config as _current_config
+except ImportError:  # pragma: no cover - older langchain-core: explicit config and metadata only
+    _current_config = None
+
+
+def thread_id(*sources: Any) -> str | None:
+    """The LangGraph thread of this call: from the given configs/metadata, else the running config.
+
+    Each source is a ``RunnableConfig`` (its ``configurable`` and ``metadata``
+    are read) or a plain metadata mapping.
+    """
+    for source in sources:
+        found = _from_source(source)
+        if found:
+            return found
+    if _current_config is not None:
+        return _from_source(_current_config.get())
+    return None
+
+
+def session_attributes(thread: str | None) -> dict[str, Any]:
+    """The attributes naming ``thread`` as the session, unless the application chose one."""
+    if not thread or current_session() is not None or _baggage_session():
+        return {}
+    return {A.GEN_AI_CONVERSATION_ID: thread, A.SESSION_ID: thread}
+
+
+def _from_source(source: Any) -> str | None:
+    if not isinstance(source, Mapping):
+        return None
+    for section in (source.get("configurable"), source.get("metadata"), source):
+        if isinstance(section, Mapping):
+            value = section.get(_THREAD_KEY)
+            if value is not None and value != "":
+                return str(value)
+    return None
+
+
+def _baggage_session() -> bool:
+    return any(baggage.get_baggage(key) for key in (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID))

@@ -1,0 +1,1 @@
+_instruments = ("langchain-core >= 0.3",)
