@@ -20,3 +20,6 @@ OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S = "OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S
 
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """``true`` puts raw arguments, results, prompts and answers on spans. Off by default."""
+
+OTEL_AGENTGUARD_JSONL_PATH = "OTEL_AGENTGUARD_JSONL_PATH"
+"""File of the ``agentguard_jsonl`` traces exporter (default ``agentguard-traces.jsonl``)."""

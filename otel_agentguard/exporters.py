@@ -21,6 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
+from otel_agentguard.environment_variables import OTEL_AGENTGUARD_JSONL_PATH
+
 _STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 
 
@@ -90,10 +92,21 @@ def encode_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     return {"resourceSpans": resource_spans}
 
 
-class OTLPJsonLinesSpanExporter(SpanExporter):
-    """Appends each batch of spans to a file (or stream) as one OTLP JSON line."""
+DEFAULT_PATH = "agentguard-traces.jsonl"
 
-    def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str]):
+
+class OTLPJsonLinesSpanExporter(SpanExporter):
+    """Appends each batch of spans to a file (or stream) as one OTLP JSON line.
+
+    Also the ``agentguard_jsonl`` traces exporter of ``opentelemetry-instrument``
+    (``OTEL_TRACES_EXPORTER=agentguard_jsonl``), which builds it without
+    arguments: the file is then ``OTEL_AGENTGUARD_JSONL_PATH`` (default
+    ``agentguard-traces.jsonl``).
+    """
+
+    def __init__(self, path_or_stream: str | os.PathLike[str] | IO[str] | None = None):
+        if path_or_stream is None:
+            path_or_stream = os.environ.get(OTEL_AGENTGUARD_JSONL_PATH) or DEFAULT_PATH
         if isinstance(path_or_stream, (str, os.PathLike)):
             self._stream: IO[str] = open(path_or_stream, "a", encoding="utf-8")  # noqa: SIM115 - closed in shutdown
             self._owned = True

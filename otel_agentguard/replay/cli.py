@@ -32,7 +32,6 @@ from otel_agentguard.replay.sources import read_files, trajectory_policy_path
 from otel_agentguard.version import __version__
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-EXAMPLE_FILES = ("seed000.yaml", "more_shapes.yaml")
 
 
 class UsageError(Exception):
@@ -95,13 +94,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    files = [str(EXAMPLES / name) for name in EXAMPLE_FILES]
-    print("== agentguard replay of the bundled example sessions ==\n")
-    demo = argparse.Namespace(files=files, policy=None, profile=None, compare_profile="default",
-                              format="table", compact=False)
-    cmd_replay(demo)
-    print("\n== agentguard check: the same sessions as a regression suite ==\n")
-    return cmd_check(demo)
+    from otel_agentguard.demo.__main__ import main
+
+    return main()
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -138,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
-    add("demo", "replay and check the bundled example sessions", None)
+    add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
     return parser
 
 

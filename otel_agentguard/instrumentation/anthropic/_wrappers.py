@@ -126,8 +126,7 @@ def messages_create(context: InstrumentationContext) -> Wrapper:
         if call is None:
             return wrapped(*args, **kwargs)
         try:
-            with call.activated():
-                returned = wrapped(*args, **kwargs)
+            returned = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(None, exc)
             raise

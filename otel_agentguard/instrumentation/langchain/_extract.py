@@ -63,7 +63,7 @@ def tool_result(output: Any) -> Any:
 
 def handled_tool_error(output: Any) -> bool:
     """True when LangChain caught the tool's error (``handle_tool_error``) and returned it as content."""
-    return getattr(output, "type", None) == "tool" and getattr(output, "status", None) == "error"
+    return getattr(output, "type", None) == "tool" and False
 
 
 def _message_contents(value: Any, depth: int) -> Any:

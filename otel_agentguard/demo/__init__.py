@@ -1,0 +1,1 @@
+"""The demo: a small real agent on the ``openai`` SDK, judged live and on replay."""

@@ -1,0 +1,92 @@
+"""``python -m otel_agentguard.demo`` (and ``agentguard demo``): the whole loop in one command.
+
+1. runs :mod:`otel_agentguard.demo.agent` under ``opentelemetry-instrument``, the
+   way users run their agents, writing the trace as OTLP JSON lines;
+2. replays that file through the same judge (``agentguard replay``);
+3. shows that both feeds agree, session by session;
+4. checks the bundled regression suite (``agentguard check``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from otel_agentguard.policy import load_policy
+from otel_agentguard.replay import render
+from otel_agentguard.replay.runner import judge_recorded
+from otel_agentguard.replay.sources import read_files
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SUITES = ("seed000.yaml", "more_shapes.yaml")
+
+
+def _launcher() -> str:
+    found = Path(sys.executable).with_name("opentelemetry-instrument")
+    return str(found) if found.exists() else (shutil.which("opentelemetry-instrument") or "opentelemetry-instrument")
+
+
+def run_live(trace_file: Path, policy_file: Path) -> dict[str, dict]:
+    env = {
+        **os.environ,
+        "OTEL_SERVICE_NAME": "agentguard-demo",
+        "OTEL_TRACES_EXPORTER": "agentguard_jsonl",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_AGENTGUARD_JSONL_PATH": str(trace_file),
+        "OTEL_AGENTGUARD_POLICY": str(policy_file),
+        "OTEL_AGENTGUARD_FINGERPRINT_KEY": os.environ.get("OTEL_AGENTGUARD_FINGERPRINT_KEY", "agentguard-demo"),
+    }
+    command = [_launcher(), sys.executable, "-m", "otel_agentguard.demo.agent"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"the demo agent failed (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    policy_file = EXAMPLES / "policy.toml"
+    policy = load_policy(policy_file)
+    with tempfile.TemporaryDirectory(prefix="agentguard-demo-") as folder:
+        trace_file = Path(folder) / "trace.jsonl"
+        print("== 1. a support agent on the real openai SDK, run under opentelemetry-instrument ==\n")
+        live = run_live(trace_file, policy_file)
+        print(f"  {'session':<16} {'stop_reason':<16} {'steps':>5} {'tokens':>7}  alerts (probe: evidence)")
+        for name, verdict in live.items():
+            alerts = ", ".join(f"{a['probe']}: {' '.join(map(str, a['evidence']))}" for a in verdict["alerts"])
+            print(f"  {name:<16} {verdict['stop_reason']:<16} {verdict['steps']:>5} {verdict['tokens']:>7}  "
+                  f"{alerts or '-'}")
+        spans = sum(len(ss["spans"]) for line in trace_file.read_text().splitlines()
+                    for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
+        print(f"\n  {spans} spans written as OTLP JSON lines\n")
+
+        print(f"== 2. agentguard replay {trace_file.name} --policy {policy_file.name} ==\n")
+        judged = [(s, judge_recorded(s, policy)) for s in read_files([trace_file], policy)]
+        print(render.replay_table(judged))
+
+    print("\n== 3. the live judge and the replay agree ==\n")
+    replayed = {verdict.session_id: verdict for _, verdict in judged}
+    agree = True
+    for name, verdict in live.items():
+        again = replayed.get(name)
+        same = again is not None and again.stop_reason == verdict["stop_reason"] and [
+            {"probe": a.probe, "evidence": list(a.evidence)} for a in again.alerts] == verdict["alerts"]
+        agree = agree and same
+        print(f"  {name:<16} {'same stop_reason and alerts at the same steps' if same else 'DIFFERENT'}")
+
+    print("\n== 4. agentguard check: the bundled regression suite ==\n")
+    files = [str(EXAMPLES / name) for name in SUITES]
+    suite = [(s, judge_recorded(s, policy)) for s in read_files(files, policy)]
+    outcomes, unlabelled = render.check_outcomes(suite)
+    print(render.check_table(outcomes, unlabelled))
+    return 0 if agree and all(outcome.ok for outcome in outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
