@@ -11,7 +11,10 @@
 See the README for the policy file, the replay CLI and the dashboards.
 """
 
+from otel_agentguard.errors import AgentStopped
 from otel_agentguard.guard import install
+from otel_agentguard.history import RepairReport, history_problems, repair_history
+from otel_agentguard.interrupts import drain_on_sigterm, request_stop
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.policy import Policy, PolicyError, Profile, load_policy, parse_policy
 from otel_agentguard.probes import Alert
@@ -23,17 +26,23 @@ from otel_agentguard.version import __version__
 
 __all__ = [
     "AgentGuardSpanProcessor",
+    "AgentStopped",
     "Alert",
     "Policy",
     "PolicyError",
     "Profile",
+    "RepairReport",
     "SessionJudge",
     "Step",
     "Verdict",
     "__version__",
+    "drain_on_sigterm",
+    "history_problems",
     "install",
     "load_policy",
     "parse_policy",
+    "repair_history",
+    "request_stop",
     "session",
     "tool",
 ]

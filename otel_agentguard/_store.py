@@ -91,6 +91,10 @@ class SessionStore(Generic[T]):
         self._evict(evicted)
         return len(evicted)
 
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._entries)
+
     def drain(self) -> list[T]:
         with self._lock:
             values = [value for value, _ in self._entries.values()]

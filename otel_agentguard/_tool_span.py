@@ -9,8 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from opentelemetry.trace import Span
+
+from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
+from otel_agentguard._enforce import Intervention
 from otel_agentguard.config import capture_content
+from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
 
@@ -46,6 +51,23 @@ def tool_result_attributes(name: str, result: Any, policy: Policy) -> dict[str, 
     if capture_content():
         attributes[A.GEN_AI_TOOL_CALL_RESULT] = _as_text(result)
     return attributes
+
+
+def intervene(span: Span, name: str, policy: Policy) -> Intervention | None:
+    """Enforce mode: if the call on ``span`` would repeat a stall, end the span with the
+    guard's message as its result and return the intervention (the call must not run)."""
+    try:
+        fingerprint = (getattr(span, "attributes", None) or {}).get(A.TOOL_ARGS_FINGERPRINT)
+        intervention = before_tool_call(fingerprint)
+        if intervention is None:
+            return None
+        span.set_attributes({A.INTERVENTION: intervention.probe,
+                             **tool_result_attributes(name, intervention.message, policy)})
+        span.end()
+        return intervention
+    except Exception as exc:  # deliberate: a broken guard lets the call run
+        _internal_errors.report("tool.intervene", exc)
+        return None
 
 
 def _as_text(value: Any) -> str:

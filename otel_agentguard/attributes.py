@@ -18,13 +18,19 @@ TOOL_RESULT_FINGERPRINT = "agentguard.tool.result.fingerprint"
 # only empty values). Lets error_streak judge results without their content.
 TOOL_RESULT_EMPTY = "agentguard.tool.result.empty"
 TOOL_EFFECT = "agentguard.tool.effect"
+# On a tool span the guard answered itself (enforce mode): the probe whose stall it would repeat.
+INTERVENTION = "agentguard.intervention"
 FINAL_CLAIMS = "agentguard.final.claims"
 # Number of tool calls a model response asked for (feeds the tool-call balance).
 RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
 # Set on a model span that runs inside another model span of the same call (two
 # instrumentations of one request): the enclosing span is the step, this one is not.
 NESTED_MODEL_CALL = "agentguard.model_call.nested"
+# On a model span: how many repairs the opt-in history middleware made to the request.
+HISTORY_REPAIRED = "agentguard.history.repaired"
 STOP_REASON = "agentguard.stop_reason"
+# True on a session span when the guard (enforce mode) or an interrupt ended the turn.
+ENFORCED = "agentguard.enforced"
 PROFILE = "agentguard.profile"
 POLICY_VERSION = "agentguard.policy.version"
 MODE = "agentguard.mode"

@@ -6,7 +6,10 @@ import os
 
 from opentelemetry import context
 
-from otel_agentguard.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+from otel_agentguard.environment_variables import (
+    OTEL_AGENTGUARD_REPAIR_HISTORY,
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
+)
 
 # Values of the GenAI capture variable that put content on spans (the GenAI
 # utilities also accept the SPAN_ONLY / SPAN_AND_EVENT spellings).
@@ -22,3 +25,10 @@ def capture_content() -> bool:
 def instrumentation_suppressed() -> bool:
     """True inside ``suppress_instrumentation()`` (and during export)."""
     return bool(context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key
+
+
+def repair_history_enabled(options: dict[str, object]) -> bool:
+    """The opt-in history middleware: ``instrument(repair_history=True)`` or the environment."""
+    if "repair_history" in options:
+        return bool(options["repair_history"])
+    return os.environ.get(OTEL_AGENTGUARD_REPAIR_HISTORY, "").strip().lower() in ("true", "1", "yes")

@@ -23,3 +23,6 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI
 
 OTEL_AGENTGUARD_JSONL_PATH = "OTEL_AGENTGUARD_JSONL_PATH"
 """File of the ``agentguard_jsonl`` traces exporter (default ``agentguard-traces.jsonl``)."""
+
+OTEL_AGENTGUARD_REPAIR_HISTORY = "OTEL_AGENTGUARD_REPAIR_HISTORY"
+"""``true``: repair unpaired tool calls in each request's history before it is sent (off by default)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 
 from otel_agentguard import _internal_errors
@@ -74,7 +75,8 @@ class SessionJudge:
     """Judges one session, step by step. Not thread-safe: the caller serialises."""
 
     __slots__ = (
-        "session_id", "policy", "profile", "totals", "alerts", "_probes", "_labels", "_last_end_ns", "_last_sequence",
+        "session_id", "policy", "profile", "totals", "alerts", "last_steps", "_probes", "_labels", "_last_end_ns",
+        "_last_sequence",
     )
 
     def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0):
@@ -83,6 +85,7 @@ class SessionJudge:
         self.profile = profile or policy.resolve_profile()
         self.totals = SessionTotals(start_ns)
         self.alerts: list[Alert] = []
+        self.last_steps: deque[Step] = deque(maxlen=5)  # the breakpoint's "last actions"
         disabled = self.profile.disabled_probes
         self._probes: list[Probe] = [
             factory(self.profile, policy) for factory in all_probes() if factory.name not in disabled
@@ -120,6 +123,9 @@ class SessionJudge:
             totals.cost_usd += self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
         if step.kind == TOOL:
             totals.steps += 1
+            totals.open_tool_calls = max(totals.open_tool_calls - 1, 0)
+            if not step.failed and step.empty is False:
+                totals.partial_result = True
             if not step.failed:
                 if step.effect == "write":
                     totals.wrote = True
@@ -127,9 +133,11 @@ class SessionJudge:
                     totals.finished_explicitly = True
         else:
             totals.model_calls += 1
+            totals.open_tool_calls = step.tool_calls or 0  # a new turn: its batch is what is open now
             if step.final:
                 totals.steps += 1
                 totals.final = True
+        self.last_steps.append(step)
         if step.label is not None:
             if self._labels is None:
                 self._labels = {}

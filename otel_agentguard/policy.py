@@ -90,8 +90,18 @@ _PROFILE_FIELDS: dict[str, str] = {
 }
 _TOP_LEVEL = (
     "version", "default_profile", "finish_tool", "noise_keys", "profiles",
-    "task_types", "tools", "pricing", "claims",
+    "task_types", "tools", "pricing", "claims", "escalation", "budget_note",
 )
+_ESCALATION_ACTIONS = ("intervene", "stop", "observe")
+# Probes whose stall is a repeated call are nudged first; the others stop at the next cut point.
+DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
+    "tool_loop": ("intervene", "stop"),
+    "cycle": ("intervene", "stop"),
+    "error_streak": ("intervene", "stop"),
+    "no_progress": ("stop",),
+    "budget_exceeded": ("stop",),
+    "fake_completion": ("stop",),
+}
 _TOOL_KEYS = ("effect", "noise_keys", "unordered_keys")
 _PRICE_KEYS = ("input_usd_per_mtok", "output_usd_per_mtok")
 
@@ -111,6 +121,8 @@ class Policy:
         finish_tool: str = DEFAULT_FINISH_TOOL,
         prices: Mapping[str, Price] | None = None,
         claim_patterns: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+        escalation: Mapping[str, tuple[str, ...]] | None = None,
+        budget_note: bool = False,
         source: str = "<built-in>",
     ):
         self.version = version
@@ -125,6 +137,9 @@ class Policy:
         self.finish_tool = finish_tool
         self.prices = PriceTable(prices)
         self.claims = ClaimDetector(claim_patterns)
+        # Enforce mode: what to do about each probe's alert, rung by rung (see _enforce).
+        self.escalation = {**DEFAULT_LADDER, **(escalation or {})}
+        self.budget_note = budget_note
         self.source = source
         self._fingerprinters: dict[str, Fingerprinter] = {}
         self._lock = threading.Lock()
@@ -324,8 +339,27 @@ class _Parser:
             finish_tool=finish_tool,
             prices=self._prices(self._table(data.get("pricing", {}), "pricing")),
             claim_patterns=self._claims(self._table(data.get("claims", {}), "claims")),
+            escalation=self._escalation(self._table(data.get("escalation", {}), "escalation")),
+            budget_note=self._bool(data.get("budget_note", False), "budget_note"),
             source=self._source,
         )
+
+    def _escalation(self, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+        self._unknown(table, PROBE_NAMES, "escalation.")
+        ladders = {}
+        for probe, steps in table.items():
+            key = _key("escalation", probe)
+            actions = self._strings(steps, key)
+            bad = [action for action in actions if action not in _ESCALATION_ACTIONS]
+            if not actions or bad:
+                raise self._error(key, f"expected a list of {', '.join(_ESCALATION_ACTIONS)}, got {list(actions)!r}")
+            ladders[probe] = actions
+        return ladders
+
+    def _bool(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self._error(key, f"expected true or false, got {_describe(value)}")
+        return value
 
     def _profile_values(self, table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
         self._unknown(table, tuple(_PROFILE_FIELDS), prefix)

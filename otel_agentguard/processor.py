@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import Any
 
 from opentelemetry import baggage, trace
+from opentelemetry import context as context_api
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
@@ -38,7 +39,10 @@ from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_MODE,
     OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
 )
-from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict
+from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
+from otel_agentguard.errors import AgentStopped
+from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict, choose_stop_reason
+from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
@@ -72,10 +76,10 @@ class _Session:
 
     __slots__ = (
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
-        "pending_alerts", "ended",
+        "pending_alerts", "ended", "enforcer", "interrupt",
     )
 
-    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence):
+    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None):
         self.session_id = session_id
         self.lock = threading.Lock()
         self.judge = judge
@@ -86,6 +90,8 @@ class _Session:
         self.last_context: SpanContext | None = None
         self.pending_alerts: list[Alert] = []  # for the verdict span when no session span is open
         self.ended = False
+        self.enforcer = enforcer  # None in observe mode
+        self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured
 
     def span_open(self) -> bool:
         return self.session_span is not None and self.session_span.is_recording()
@@ -217,7 +223,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
         chosen = self.policy.resolve_profile(profile, task_type)
         with self._counters_lock:
             sequence = self._counters.pop(session_id, None) or _Sequence()
-        return _Session(session_id, SessionJudge(session_id, self.policy, chosen, start_ns=start_ns), sequence)
+        enforcer = Enforcer(self.policy.escalation) if self.mode == "enforce" else None
+        judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns)
+        return _Session(session_id, judge, sequence, enforcer)
 
     # --- end -------------------------------------------------------------------------------
     def _on_end(self, span: ReadableSpan) -> None:
@@ -277,7 +285,12 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 return
             raised = []
             for step in steps:
-                raised.extend(session.judge.observe(step))
+                found = session.judge.observe(step)
+                if session.enforcer is not None:
+                    session.enforcer.on_step(step)
+                    for alert in found:
+                        session.enforcer.on_alert(alert)
+                raised.extend(found)
                 final = final or step.final
             if session.span_open():
                 # Under the session's lock: _end cannot end the span between check and write.
@@ -287,10 +300,109 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 session.pending_alerts.extend(raised)
         for alert in raised:
             self._metrics.stall(alert, session.judge.profile.name)
-        if final and session.session_span is None:
-            # Without a session span, the final answer is where the session ends.
+        if final and session.session_span is None and not self._stop_pending(session):
+            # Without a session span, the final answer is where the session ends (unless
+            # the guard is about to refuse that answer: the stop ends it then).
             if self._store.pop(session.session_id) is session:
                 self._end(session)
+
+    # --- enforcement: asked by the wrappers right before (and after) a call ---------------------
+    def before_tool_call(self, args_fingerprint: str | None) -> Intervention | None:
+        """In enforce mode, the result to give instead of running a call that repeats a stall."""
+        session = self._session_in_context()
+        if session is None or session.enforcer is None:
+            return None
+        with session.lock:
+            return session.enforcer.before_tool(args_fingerprint)
+
+    def before_model_call(self) -> str | None:
+        """Raise :class:`AgentStopped` if a stop is due at this cut point; else the
+        remaining-budget note for the model when the policy asks for one."""
+        session = self._session_in_context()
+        if session is None or session.enforcer is None:
+            return None
+        with session.lock:
+            totals = session.judge.totals
+            due = session.enforcer.stop_due(totals, session.judge.profile, totals.open_tool_calls)
+        if due is not None:
+            self._stop(session, *due)
+        if not self.policy.budget_note:
+            return None
+        left = session.judge.profile.max_steps - totals.steps
+        return (f"[otel_agentguard] Step {totals.steps + 1} of {session.judge.profile.max_steps}: {left} left. "
+                f"If you cannot make progress, call {self.policy.finish_tool} with what you have.")
+
+    def after_model_call(self) -> None:
+        """Raise :class:`AgentStopped` when the answer just judged must not be delivered
+        (a fake completion): the balance is zero, so this is a safe cut point."""
+        session = self._session_in_context()
+        if session is None or session.enforcer is None:
+            return
+        with session.lock:
+            due = session.enforcer.pending_stop if session.judge.totals.open_tool_calls == 0 else None
+        if due is not None:
+            self._stop(session, *due)
+
+    def request_interrupt(self, session_id: str, reason: str) -> bool:
+        session = self._store.get(session_id)
+        if session is None or session.enforcer is None:
+            return False
+        with session.lock:
+            session.enforcer.interrupts.add(reason)
+        return True
+
+    def live_session_ids(self) -> list[str]:
+        return self._store.keys()
+
+    def _stop_pending(self, session: _Session) -> bool:
+        return session.enforcer is not None and session.enforcer.pending_stop is not None
+
+    def _session_in_context(self) -> _Session | None:
+        """The session of the current context, resolved as ``on_start`` resolves a span's."""
+        ctx = context_api.get_current()
+        in_context = current_session(ctx)
+        session_id = (
+            (in_context.session_id if in_context else None) or _baggage_session(ctx) or _parent_session(ctx)
+        )
+        if session_id is None:
+            span_context = trace.get_current_span(ctx).get_span_context()
+            if not span_context.is_valid:
+                return None
+            session_id = trace.format_trace_id(span_context.trace_id)
+        return self._store.get(session_id)
+
+    def _stop(self, session: _Session, reason: str, detail: str) -> None:
+        """Stamp the session and raise :class:`AgentStopped` into the agent."""
+        with session.lock:
+            judge = session.judge
+            session.enforcer.stopped = reason  # type: ignore[union-attr]
+            injected = None
+            if reason in A.INTERRUPTS:
+                session.interrupt = reason
+            elif not any(alert.probe == reason for alert in judge.alerts):
+                # A budget stopped before the call that would cross it: no step raised it.
+                last = judge.last_sequence
+                injected = Alert(reason, last, (last,) if last else (), detail, BUDGET_DISPOSAL, _budget_kind(detail))
+                judge.alerts.append(injected)
+            if session.span_open():
+                span = session.session_span
+                if injected is not None:
+                    span.add_event(A.STALL_EVENT, alert_attributes(injected))  # type: ignore[union-attr]
+                span.set_attributes({A.ENFORCED: True, A.STOP_REASON: choose_stop_reason(  # type: ignore[union-attr]
+                    judge.alerts, interrupt=session.interrupt)})
+            else:
+                session.pending_alerts.extend([injected] if injected else [])
+            totals = judge.totals
+            breakpoint = breakpoint_of(
+                session.session_id, reason, detail, totals,
+                elapsed_s=max(time.time_ns() - totals.start_ns, 0) / 1e9 if totals.start_ns else 0.0,
+                last_actions=[{"sequence": step.sequence, "kind": step.kind, "name": step.name, "failed": step.failed}
+                              for step in judge.last_steps],
+                has_partial_result=totals.partial_result,
+            )
+        if injected is not None:
+            self._metrics.stall(injected, judge.profile.name)
+        raise AgentStopped(reason, breakpoint)
 
     # --- ending a session -------------------------------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:
@@ -326,7 +438,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             raised = []
             for step in session.buffer.drain():
                 raised.extend(session.judge.observe(step))
-            verdict = session.judge.finish(error=error, end_ns=time.time_ns(), unfinished=unfinished)
+            verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
+                                           unfinished=unfinished)
             span = session.session_span
             on_span = span is not None and span.is_recording()
             if on_span:
@@ -385,6 +498,11 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     if alert.budget_kind:
         attributes[A.BUDGET_KIND] = alert.budget_kind
     return attributes
+
+
+def _budget_kind(detail: str) -> str | None:
+    kind = detail.split(" ", 1)[0]
+    return kind if kind in A.BUDGET_KINDS else None
 
 
 def _baggage_session(parent_context: Context | None) -> str | None:

@@ -7,6 +7,8 @@ wire formats for the official SDKs to run unmodified against it:
 * OpenAI responses (``POST /v1/responses``, plain and SSE streaming),
 * Anthropic messages (``POST /v1/messages``, plain and SSE streaming).
 
+Like the real providers it refuses (HTTP 400) a history whose tool calls and
+results do not pair up, and keeps what it refused in ``server.rejected``.
 What the "model" answers is a script: a function from the request to a
 :class:`Turn`, or :func:`turns` for a fixed sequence. Every request body is
 kept in ``server.requests`` so a test can check what the SDK really sent::
@@ -22,9 +24,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from otel_agentguard.history import history_problems
 
 _ids = itertools.count(1)
 
@@ -37,7 +41,7 @@ def _next_id(prefix: str) -> str:
 class ToolCall:
     name: str
     arguments: dict[str, Any]
-    call_id: str = field(default_factory=lambda: _next_id("call"))
+    call_id: str = ""  # empty: a fresh id each time the turn is sent, as a real model would
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,14 @@ def turns(*script: Turn, then: Turn | None = None) -> Script:
 class ScriptedModelServer:
     """A loopback HTTP server answering model API calls from a script."""
 
-    def __init__(self, script: Script, *, model: str = "gpt-4o-mini"):
+    def __init__(self, script: Script, *, model: str = "gpt-4o-mini", strict: bool = True):
+        """``strict``: reject (HTTP 400) a history whose tool calls and results do not pair
+        up, as the real providers do."""
         self.script = script
         self.model = model
+        self.strict = strict
         self.requests: list[Request] = []
+        self.rejected: list[tuple[Request, list[str]]] = []  # what a real provider would refuse, and why
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
@@ -136,7 +144,9 @@ class ScriptedModelServer:
     def _answer(self, request: Request) -> Turn:
         with self._lock:
             self.requests.append(request)
-        return self.script(request)
+        turn = self.script(request)
+        calls = tuple(c if c.call_id else ToolCall(c.name, c.arguments, _next_id("call")) for c in turn.tool_calls)
+        return Turn(turn.text, calls, turn.input_tokens, turn.output_tokens)
 
 
 # --- wire formats ------------------------------------------------------------------------------
@@ -292,6 +302,14 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
             request = Request(api, body)
+            if server.strict and api in ("chat", "messages"):
+                problems = history_problems(body.get("messages") or [], "openai" if api == "chat" else "anthropic")
+                if problems:
+                    with server._lock:
+                        server.rejected.append((request, problems))
+                    self._send_json(400, {"type": "error", "error": {
+                        "type": "invalid_request_error", "message": "; ".join(problems)}})
+                    return
             turn = server._answer(request)
             model = body.get("model") or server.model
             if api == "chat":

@@ -25,6 +25,7 @@ from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._context import SessionContext, with_session
 from otel_agentguard.config import capture_content
+from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import Verdict
 from otel_agentguard.version import __version__
 
@@ -91,13 +92,15 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
         span = self.span
         try:
             if span is not None:
-                if exc is not None:
+                # A stop by the guard or an interrupt is how the session was meant to end, not an error.
+                failed = exc is not None and not isinstance(exc, AgentStopped)
+                if failed:
                     if capture_content():  # an exception message may quote private data
-                        span.record_exception(exc)
+                        span.record_exception(exc)  # type: ignore[arg-type]
                     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                     span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
                 for processor in _registry.processors():
-                    verdict = processor.end_session(span, error=exc is not None)  # type: ignore[arg-type]
+                    verdict = processor.end_session(span, error=failed)  # type: ignore[arg-type]
                     if verdict is not None:
                         self.verdict = verdict
         except Exception as failure:  # deliberate: ending a session never raises into the agent

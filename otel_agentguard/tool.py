@@ -9,7 +9,9 @@
     async def get_order(order: str) -> dict: ...
 
 Each call becomes an ``execute_tool {name}`` span with the argument and result
-fingerprints, the argument keys and size, and the tool's effect. The wrapped
+fingerprints, the argument keys and size, and the tool's effect. In enforce
+mode a call that would repeat a stall is not run: the function returns the
+guard's message instead (see :mod:`otel_agentguard.enforcement`). The wrapped
 function's behaviour is untouched: its exceptions propagate as they are, and a
 failure inside the guard only loses that call's telemetry.
 """
@@ -27,7 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
-from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
+from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.version import __version__
 
@@ -92,6 +94,9 @@ def tool(
                 if started is None:
                     return await fn(*args, **kwargs)
                 span, policy = started
+                intervention = intervene(span, tool_name, policy)
+                if intervention is not None:
+                    return intervention.message
                 with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
                     try:
                         result = await fn(*args, **kwargs)
@@ -109,6 +114,9 @@ def tool(
             if started is None:
                 return fn(*args, **kwargs)
             span, policy = started
+            intervention = intervene(span, tool_name, policy)
+            if intervention is not None:
+                return intervention.message  # enforce mode: the repeating call does not run
             with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
                 try:
                     result = fn(*args, **kwargs)

@@ -32,10 +32,16 @@ class Alert:
 class SessionTotals:
     """Running totals of a session, kept by the judge and read by probes."""
 
-    __slots__ = ("start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final")
+    __slots__ = (
+        "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
+        "open_tool_calls", "partial_result",
+    )
 
     def __init__(self, start_ns: int = 0):
         self.start_ns = start_ns
+        # The tool-call balance: calls the model asked for that have no result yet.
+        self.open_tool_calls = 0
+        self.partial_result = False  # some tool returned something useful
         self.steps = 0  # tool steps plus the final answer
         self.tokens = 0
         self.cost_usd = 0.0

@@ -201,13 +201,16 @@ class OTLPCollector:
 
 def _run(session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool) -> RecordedSession:
     stop_reason = attrs.get(A.STOP_REASON)
+    # An interrupt, or a stop the guard made (enforce mode), is a fact of the run, not a judgement:
+    # a budget stopped before the call that would cross it leaves no step to judge.
+    forced = stop_reason in A.INTERRUPTS or (attrs.get(A.ENFORCED) and stop_reason in A.PROBE_NAMES)
     return RecordedSession(
         session_id,
         path,
         profile=_text(attrs.get(A.PROFILE)),
         task_type=_text(attrs.get(A.TASK_TYPE)),
-        error=error,
-        interrupt=stop_reason if stop_reason in A.INTERRUPTS else None,
+        error=error and not attrs.get(A.ENFORCED),
+        interrupt=stop_reason if forced else None,
         start_ns=start_ns,
         end_ns=end_ns,
     )

@@ -17,6 +17,13 @@ When another instrumentation (the official ``openai-v2``, OpenLLMetry) has a
 model span open around the same call, no second span is made: that span is
 enriched with the agentguard attributes, and the judge counts one model step.
 
+In enforce mode, each call is a cut point: a due stop raises
+``AgentStopped`` before the request, a refused answer (fake completion)
+raises instead of being returned, and with ``budget_note = true`` in the
+policy a remaining-budget note is added to the prompt. Opt-in history repair
+(``OpenAIInstrumentor().instrument(repair_history=True)``) fixes unpaired tool
+calls before each request and records ``agentguard.history.repaired``.
+
 Turn it off with ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=agentguard_openai``
 or ``OpenAIInstrumentor().uninstrument()``.
 """

@@ -12,6 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard.config import repair_history_enabled
+from otel_agentguard.history import repair_history
+from otel_agentguard.enforcement import after_model_call, before_model_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation._stream import StreamProxy
@@ -40,8 +44,8 @@ CHAT = _Api("messages", _extract.chat_completion, _extract.ChatChunks)
 RESPONSES = _Api("input", _extract.response, _extract.ResponseEvents)
 
 
-def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api) -> ModelCall | None:
-    attributes = {}
+def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api, repaired: int = 0) -> ModelCall | None:
+    attributes: dict[str, Any] = {A.HISTORY_REPAIRED: repaired} if repaired else {}
     for key, name in _REQUEST_NUMBERS.items():
         value = kwargs.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -54,6 +58,30 @@ def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api) -
         attributes=attributes,
         input_messages=kwargs.get(api.prompt_key),
     )
+
+
+def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api) -> tuple[dict[str, Any], int]:
+    """Before a model call: repair the history when asked to (``repair_history=True``),
+    then, in enforce mode, stop at this cut point (raises AgentStopped) or add the
+    remaining-budget note to a copy of the prompt when the policy asks for it."""
+    repaired = 0
+    prompt = kwargs.get(api.prompt_key)
+    if api is CHAT and repair_history_enabled(context.options) and isinstance(prompt, list):
+        try:
+            fixed, report = repair_history(prompt, "openai")
+        except Exception as exc:  # deliberate: an unrepairable history goes as the user sent it
+            _internal_errors.report("openai.repair_history", exc)
+        else:
+            if report.changed:
+                kwargs, prompt, repaired = {**kwargs, api.prompt_key: fixed}, fixed, report.total
+    note = before_model_call()
+    if note is None:
+        return kwargs, repaired
+    if isinstance(prompt, list):
+        return {**kwargs, api.prompt_key: [*prompt, {"role": "system", "content": note}]}, repaired
+    if api is RESPONSES and isinstance(prompt, str):
+        return {**kwargs, "input": [{"role": "user", "content": prompt}, {"role": "system", "content": note}]}, repaired
+    return kwargs, repaired
 
 
 def _result_of(returned: Any, api: _Api) -> ModelResult | None:
@@ -84,7 +112,8 @@ def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
     def factory(context: InstrumentationContext) -> Callable[..., Any]:
         def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            call = _start(context, kwargs, api)
+            kwargs, repaired = _guard_before(context, kwargs, api)
+            call = _start(context, kwargs, api, repaired)
             if call is None:
                 return wrapped(*args, **kwargs)
             try:
@@ -93,7 +122,10 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
             except BaseException as exc:
                 call.finish(None, exc)
                 raise
-            return _finish(call, returned, kwargs, api)
+            returned = _finish(call, returned, kwargs, api)
+            if kwargs.get("stream") is not True:
+                after_model_call()
+            return returned
 
         return create
 
@@ -103,7 +135,8 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
 def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
     def factory(context: InstrumentationContext) -> Callable[..., Any]:
         async def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            call = _start(context, kwargs, api)
+            kwargs, repaired = _guard_before(context, kwargs, api)
+            call = _start(context, kwargs, api, repaired)
             if call is None:
                 return await wrapped(*args, **kwargs)
             try:
@@ -112,7 +145,10 @@ def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callab
             except BaseException as exc:
                 call.finish(None, exc)
                 raise
-            return _finish(call, returned, kwargs, api)
+            returned = _finish(call, returned, kwargs, api)
+            if kwargs.get("stream") is not True:
+                after_model_call()
+            return returned
 
         return create
 

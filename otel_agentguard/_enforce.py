@@ -1,0 +1,175 @@
+"""Enforcement: what the guard does about alerts and interrupts in ``enforce`` mode.
+
+The guard acts only at **safe cut points**: when the tool-call balance of the
+session is zero (every tool call the model asked for has its result), which is
+the case just before the next model call. It never stops an agent between the
+third and the seventh result of a batch of ten.
+
+Each probe has an escalation ladder (policy ``[escalation]``):
+
+* ``intervene``: the next call that would repeat the stall is not run; its
+  result is a message that tells the model why and what to do instead, so
+  every tool call still has its result and the model can recover;
+* ``stop``: :class:`~otel_agentguard.AgentStopped` is raised before the next
+  model call (or, for a fake completion, instead of returning the answer);
+* ``observe``: nothing.
+
+A probe whose ladder starts with ``intervene`` moves to its next rung when the
+model repeats the offending call after the intervention. Interrupts asked for
+from outside (:func:`otel_agentguard.request_stop`) are honoured at the same
+cut points, in the order steer, drain, dispatch, await.
+
+The decisions here are cheap and lock-light: the processor updates them as
+steps are judged, the wrappers read them right before a call.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from otel_agentguard import attributes as A
+from otel_agentguard.policy import Profile
+from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.steps import TOOL, Step
+
+INTERVENE = "intervene"
+STOP = "stop"
+OBSERVE = "observe"
+INTERRUPT_PRIORITY = (A.STEERED, A.DRAINED, A.DISPATCHED, A.AWAITING)
+_RECENT_STEPS = 32
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """A tool call the guard did not run, and the result the model gets instead."""
+
+    probe: str
+    message: str
+
+
+@dataclass
+class _Armed:
+    """An intervention waiting for the call that would repeat a stall."""
+
+    probe: str
+    message: str
+    args: frozenset[str]  # argument fingerprints that repeat the stall; empty: any tool call
+    rung: int = 0  # how far up the ladder the next offence goes
+
+
+class Enforcer:
+    """One session's enforcement state. The processor calls it under the session's lock."""
+
+    __slots__ = ("_ladder", "_armed", "_recent", "pending_stop", "interrupts", "stopped")
+
+    def __init__(self, ladder: Mapping[str, tuple[str, ...]]):
+        self._ladder = ladder
+        self._armed: dict[str, _Armed] = {}
+        self._recent: OrderedDict[int, tuple[str, str | None]] = OrderedDict()  # sequence -> (tool, args)
+        self.pending_stop: tuple[str, str] | None = None  # (stop_reason, detail), honoured at the next cut point
+        self.interrupts: set[str] = set()
+        self.stopped: str | None = None  # the reason the guard ended the turn, once it did
+
+    # --- fed by the processor, as steps are judged -----------------------------------------
+    def on_step(self, step: Step) -> None:
+        if step.kind == TOOL:
+            self._recent[step.sequence] = (step.name, step.args_fingerprint)
+            if len(self._recent) > _RECENT_STEPS:
+                self._recent.popitem(last=False)
+
+    def on_alert(self, alert: Alert) -> None:
+        ladder = self._ladder.get(alert.probe, (STOP,))
+        if not ladder or ladder[0] == OBSERVE:
+            return
+        if ladder[0] == INTERVENE:
+            self._armed[alert.probe] = _Armed(alert.probe, _message(alert, self._recent), self._repeating(alert))
+        elif self.pending_stop is None:
+            self.pending_stop = (alert.probe, alert.detail)
+
+    def _repeating(self, alert: Alert) -> frozenset[str]:
+        if alert.probe == A.ERROR_STREAK:
+            return frozenset()  # a streak across varied arguments: any next call repeats it
+        return frozenset(
+            args for sequence in alert.evidence
+            if (args := self._recent.get(sequence, ("", None))[1]) is not None
+        )
+
+    # --- asked by the wrappers, right before a call ---------------------------------------------
+    def before_tool(self, args_fingerprint: str | None) -> Intervention | None:
+        for armed in self._armed.values():
+            if armed.args and args_fingerprint not in armed.args:
+                continue
+            ladder = self._ladder.get(armed.probe, (STOP,))
+            action = ladder[min(armed.rung, len(ladder) - 1)]
+            armed.rung += 1
+            if action == OBSERVE:
+                return None
+            if action == STOP and self.pending_stop is None:
+                self.pending_stop = (armed.probe, f"repeated after an intervention: {armed.message}")
+            # Intervene or stop: the repeating call does not run either way; a stop waits for the cut point.
+            return Intervention(armed.probe, armed.message)
+        return None
+
+    def stop_due(self, totals: SessionTotals, profile: Profile, open_tool_calls: int) -> tuple[str, str] | None:
+        """The stop to raise now, if this is a safe cut point and one is due."""
+        if open_tool_calls > 0:
+            return None  # mid-batch: never cut here
+        for reason in INTERRUPT_PRIORITY:
+            if reason in self.interrupts:
+                return reason, f"{reason} on request"
+        if self.pending_stop is not None:
+            return self.pending_stop
+        return _budget_before_model_call(totals, profile)
+
+
+def _budget_before_model_call(totals: SessionTotals, profile: Profile) -> tuple[str, str] | None:
+    """Budgets are checked before the call that would cross them, not after."""
+    checks = (
+        ("steps", totals.steps, profile.max_steps),
+        ("model_calls", totals.model_calls, profile.max_model_calls),
+        ("tokens", totals.tokens, profile.max_tokens),
+        ("cost", totals.cost_usd, profile.max_cost_usd),
+    )
+    for kind, used, limit in checks:
+        if limit is not None and used >= limit:
+            return A.BUDGET_EXCEEDED, f"{kind} budget spent ({used:g} of {limit:g}): stopped before the next model call"
+    return None
+
+
+def _message(alert: Alert, recent: Mapping[int, tuple[str, Any]]) -> str:
+    names = [recent[sequence][0] for sequence in alert.evidence if sequence in recent]
+    if alert.probe == A.TOOL_LOOP:
+        tool = names[-1] if names else "this tool"
+        return (
+            f"[otel_agentguard] You called {tool} with the same arguments {len(alert.evidence)} times and got "
+            f"the same result. Do not call it again with these arguments. Answer with what you have, "
+            f"or say what is missing."
+        )
+    if alert.probe == A.CYCLE:
+        unique = list(dict.fromkeys(names))
+        return (
+            f"[otel_agentguard] The calls {', '.join(unique) or 'you made'} keep repeating in the same order with "
+            f"the same results. Stop repeating them: answer with what you have, or change your plan."
+        )
+    return (
+        f"[otel_agentguard] The last {len(alert.evidence)} tool results failed or came back empty. Stop retrying: "
+        f"answer with what you have, or tell the user what failed."
+    )
+
+
+def breakpoint_of(session_id: str, reason: str, detail: str, totals: SessionTotals, elapsed_s: float,
+                  last_actions: list[dict[str, Any]], has_partial_result: bool) -> dict[str, Any]:
+    """The evidence carried by :class:`~otel_agentguard.AgentStopped` (seed 003: stop with proof)."""
+    return {
+        "session_id": session_id,
+        "stop_reason": reason,
+        "detail": detail,
+        "steps": totals.steps,
+        "tokens": totals.tokens,
+        "elapsed_s": round(elapsed_s, 3),
+        "last_actions": last_actions,
+        "has_partial_result": has_partial_result,
+    }

@@ -1,0 +1,64 @@
+"""The enforcement hooks instrumentations call around each tool and model call.
+
+In observe mode (the default) every hook returns at once and changes nothing.
+In enforce mode:
+
+* :func:`before_tool_call` returns an :class:`Intervention` instead of letting a
+  call that repeats a stall run: give the model ``intervention.message`` as that
+  call's result (so every tool call keeps its result);
+* :func:`before_model_call` raises :class:`~otel_agentguard.AgentStopped` when a
+  stop is due and this is a safe cut point, and may return a remaining-budget
+  note to add to the model's context (policy ``budget_note = true``);
+* :func:`after_model_call` raises :class:`~otel_agentguard.AgentStopped` instead
+  of delivering an answer the guard refuses (a fake completion).
+
+A failure inside a hook is contained like any other: only ``AgentStopped`` leaves.
+"""
+
+from __future__ import annotations
+
+from otel_agentguard import _internal_errors, _registry
+from otel_agentguard._enforce import Intervention
+from otel_agentguard.errors import AgentStopped
+
+__all__ = ["AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call"]
+
+
+def before_tool_call(args_fingerprint: str | None) -> Intervention | None:
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        try:
+            found = processor.before_tool_call(args_fingerprint)
+        except Exception as exc:  # deliberate: a broken guard lets the call run
+            _internal_errors.report("enforce.before_tool", exc)
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def before_model_call() -> str | None:
+    note = None
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        try:
+            note = processor.before_model_call() or note
+        except AgentStopped:
+            raise
+        except Exception as exc:  # deliberate
+            _internal_errors.report("enforce.before_model", exc)
+    return note
+
+
+def after_model_call() -> None:
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        try:
+            processor.after_model_call()
+        except AgentStopped:
+            raise
+        except Exception as exc:  # deliberate
+            _internal_errors.report("enforce.after_model", exc)
