@@ -253,7 +253,7 @@ class _AnthropicRepair:
                 continue
             result["tool_use_id"] = target
             by_id[target] = result
-        ordered = [by_id[call_id] for call_id in pending if call_id in by_id]
+        ordered = [result for result in results if any(result is kept for kept in by_id.values())]
         self.moved += sum(1 for place, block in enumerate(ordered) if place >= len(blocks) or blocks[place] is not block)
         fixed = self._results_message(pending, ordered)["content"] + others
         if not fixed:
@@ -270,9 +270,6 @@ class _AnthropicRepair:
                 self.synthetic += 1
                 content.append({"type": "tool_result", "tool_use_id": call_id, "is_error": True,
                                 "content": SYNTHETIC_RESULT})
-        # keep the assistant's call order
-        order = {call_id: position for position, call_id in enumerate(pending)}
-        content.sort(key=lambda block: order.get(str(block.get("tool_use_id")), len(order)))
         return {"role": "user", "content": content}
 
 
@@ -288,9 +285,14 @@ def _anthropic_problems(messages: list[dict[str, Any]]) -> list[str]:
                 if _block_type(block) != "tool_result":
                     break
                 leading.append(str(block.get("tool_use_id")))
+            answered: set[str] = set()
             for block in blocks:
-                if _block_type(block) == "tool_result" and str(block.get("tool_use_id")) not in pending:
-                    problems.append(f"message {position}: tool_result {block.get('tool_use_id')!r} answers no tool_use")
+                if _block_type(block) != "tool_result":
+                    continue
+                result_id = str(block.get("tool_use_id"))
+                if result_id not in pending or result_id in answered:
+                    problems.append(f"message {position}: tool_result {result_id!r} answers no pending tool_use")
+                answered.add(result_id)
             missing = [call_id for call_id in pending if call_id not in leading]
             if missing:
                 problems.append(f"message {position}: tool_use ids {missing} have no tool_result first in this message")
