@@ -23,9 +23,11 @@ INTERVENTION = "agentguard.intervention"
 FINAL_CLAIMS = "agentguard.final.claims"
 # Number of tool calls a model response asked for (feeds the tool-call balance).
 RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
-# Set on a model span that runs inside another model span of the same call (two
-# instrumentations of one request): the enclosing span is the step, this one is not.
-NESTED_MODEL_CALL = "agentguard.model_call.nested"
+# Set on a step span that runs inside another span of the same step (two instrumentations
+# of one model call; an MCP server's span of the client's tool call): the enclosing span is
+# the step, this one is not.
+NESTED_STEP = "agentguard.step.nested"
+NESTED_MODEL_CALL = NESTED_STEP  # the first name of it; kept while code moves to NESTED_STEP
 # On a model span: how many repairs the opt-in history middleware made to the request.
 HISTORY_REPAIRED = "agentguard.history.repaired"
 STOP_REASON = "agentguard.stop_reason"

@@ -46,7 +46,7 @@ from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
-from otel_agentguard.steps import MODEL, Step, explicit_session, step_from_attributes, step_kind
+from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -204,9 +204,12 @@ class AgentGuardSpanProcessor(SpanProcessor):
             span.set_attribute(A.SESSION_ID, session_id)
         if kind is None and not is_session_span:
             return
-        if kind == MODEL and _inside_model_span(parent_context):
-            # The same call seen by two instrumentations: the enclosing span is the step.
-            span.set_attribute(A.NESTED_MODEL_CALL, True)
+        if attrs.get(A.NESTED_STEP):
+            return  # an instrumentation already knows this span repeats its parent's step
+        if kind is not None and _same_step_as_parent(kind, attrs, parent_context):
+            # The same call seen twice (two instrumentations of one request; an MCP server's span
+            # under the client's): the enclosing span is the step.
+            span.set_attribute(A.NESTED_STEP, True)
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
@@ -243,7 +246,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 self._end(session, error=span.status.status_code is StatusCode.ERROR)
             return
         sequence = attrs.get(A.SEQUENCE)
-        kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
+        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is None and sequence is None:
             return
         if sequence is not None and sequence < session.first_sequence:
@@ -514,10 +517,14 @@ def _baggage_session(parent_context: Context | None) -> str | None:
     return None
 
 
-def _inside_model_span(parent_context: Context | None) -> bool:
+def _same_step_as_parent(kind: str, attrs: Any, parent_context: Context | None) -> bool:
+    """A model span right inside a model span is one call; a tool span right inside a tool
+    span of the same tool is one call too (a tool that calls other tools has other names)."""
     parent = trace.get_current_span(parent_context)
-    attrs = getattr(parent, "attributes", None)
-    return bool(attrs) and parent.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS
+    parent_attrs = getattr(parent, "attributes", None)
+    if not parent_attrs or not parent.is_recording():
+        return False
+    return nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs)
 
 
 def _parent_session(parent_context: Context | None) -> str | None:

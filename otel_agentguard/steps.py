@@ -78,6 +78,15 @@ def step_kind(attrs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def nested_step(kind: str, attrs: Mapping[str, Any], parent_kind: str | None, parent_attrs: Mapping[str, Any]) -> bool:
+    """Whether a step span directly inside ``parent`` is the same step seen twice."""
+    if kind != parent_kind:
+        return False
+    if kind == MODEL:
+        return True
+    return _tool_name(attrs, "") == _tool_name(parent_attrs, "")
+
+
 def explicit_session(attrs: Mapping[str, Any]) -> str | None:
     """The session a span names itself: agentguard.session.id, gen_ai.conversation.id, session.id."""
     for key in (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV):
@@ -114,12 +123,7 @@ def _tool_step(
     end_ns: int,
     status_error: bool,
 ) -> Step:
-    name = str(
-        attrs.get(A.GEN_AI_TOOL_NAME)
-        or attrs.get("traceloop.entity.name")
-        or attrs.get("tool.name")
-        or _tool_from_span_name(span_name)
-    )
+    name = _tool_name(attrs, span_name)
     fingerprinter = None
     args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
     if args_fp is None:
@@ -205,6 +209,15 @@ def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
         if value is not None:
             return value
     return None
+
+
+def _tool_name(attrs: Mapping[str, Any], span_name: str) -> str:
+    return str(
+        attrs.get(A.GEN_AI_TOOL_NAME)
+        or attrs.get("traceloop.entity.name")
+        or attrs.get("tool.name")
+        or _tool_from_span_name(span_name)
+    )
 
 
 def _tool_from_span_name(span_name: str) -> str:

@@ -53,6 +53,10 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     instruments: tuple[str, ...] = ()
 
     def __init__(self) -> None:
+        # BaseInstrumentor is a singleton: every XInstrumentor() returns the same object and
+        # runs __init__ again, which must not forget what is patched.
+        if hasattr(self, "_lock"):
+            return
         super().__init__()
         self._lock = threading.Lock()
         self._patched: list[PatchTarget] = []

@@ -18,7 +18,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
-from otel_agentguard.steps import Step, explicit_session, step_from_attributes, step_kind
+from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 
 _MAX_PARENT_HOPS = 256
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
@@ -75,6 +75,7 @@ class OTLPCollector:
         self._session_of: dict[str, str] = {}
         self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
+        self._steps_by_span: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         try:
@@ -109,8 +110,9 @@ class OTLPCollector:
             self._session_of[span_id] = session_id
             if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
                 self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
-        kind = None if attrs.get(A.NESTED_MODEL_CALL) else step_kind(attrs)
+        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is not None:
+            self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
                 path, line,
@@ -153,6 +155,9 @@ class OTLPCollector:
     def sessions(self) -> list[RecordedSession]:
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
         for candidate in self._candidates:
+            parent = self._steps_by_span.get(candidate.parent_id)
+            if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):
+                continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
             session_id, run = self._resolve(candidate)
             by_session.setdefault(session_id, []).append((run, candidate))
         result = [run for span_id, run in self._runs.items() if not self._nested_run(span_id)]

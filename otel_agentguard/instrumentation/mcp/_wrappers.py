@@ -171,7 +171,9 @@ class _ToolCall:
         self._done = False
 
     @classmethod
-    def begin(cls, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: trace.Tracer) -> _ToolCall | None:
+    def begin(
+        cls, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: trace.Tracer
+    ) -> _ToolCall | None:
         """None when the call cannot be read: it then runs untouched, without telemetry."""
         try:
             name, arguments = _call_tool_arguments(args, kwargs)
@@ -250,10 +252,13 @@ class _ToolCall:
             _internal_errors.report("mcp.call_tool.finish", exc)
         finally:
             # Always: a claimed CLIENT span must be closed, or mcp's context would stay attached.
-            if self.side == _CLIENT and self._claim is not None:
-                self._claim.close()
-            elif self.side == _OWN and self.span is not None:
-                self.span.end()
+            try:
+                if self.side == _CLIENT and self._claim is not None:
+                    self._claim.close()
+                elif self.side == _OWN and self.span is not None:
+                    self.span.end()
+            except Exception as exc:  # deliberate: the caller's result or exception goes on as it is
+                _internal_errors.report("mcp.call_tool.end", exc)
 
     def _start_own_span(self, start_ns: int) -> None:
         attributes = {**self.attributes, MCP_METHOD_NAME: TOOLS_CALL}
