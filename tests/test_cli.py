@@ -272,12 +272,14 @@ def test_report_json_figures(capsys):
     assert document["stalls"]["fake_completion"] == 2
 
 
-def test_demo_exits_0_and_shows_replay_and_check(capsys):
+def test_demo_runs_a_live_agent_replays_it_and_checks_the_suite(capsys):
     code, out, err = _run(capsys, "demo")
     assert code == 0, err
-    assert "session A" in out
-    assert "under profile default: budget_exceeded" in out
-    assert "0 misses" in out
+    assert "stuck-parcel     tool_loop" in out
+    assert "phantom-refund   fake_completion" in out
+    assert "honest-refund    completed" in out
+    assert out.count("same stop_reason and alerts at the same steps") == 3
+    assert "8 labelled sessions, 0 misses" in out
 
 
 # --- as a real process --------------------------------------------------------------------------
