@@ -9,6 +9,7 @@ demo: $(VENV)/.installed-demo
 	$(BIN)/agentguard demo
 
 test: $(VENV)/.installed-test
+	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	$(BIN)/python -m pytest
 
 $(BIN)/python:

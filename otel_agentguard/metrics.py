@@ -18,6 +18,7 @@ from otel_agentguard.version import __version__
 
 _STEP_BUCKETS = (1, 2, 4, 6, 8, 10, 12, 15, 18, 24, 32, 48, 64, 128)
 _TOKEN_BUCKETS = (250, 500, 1000, 2000, 4000, 6000, 8000, 16000, 32000, 64000, 128000)
+_MAX_SEEDED_PROFILES = 64  # profiles come from the policy; bound them all the same
 _DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 
 
@@ -42,18 +43,35 @@ class GuardMetrics:
                                  "Steps per session (tool steps plus the final answer)", _STEP_BUCKETS)
         self._tokens = _histogram(meter, A.METRIC_SESSION_TOKENS, "{token}", "Tokens per session", _TOKEN_BUCKETS)
         self._duration = _histogram(meter, A.METRIC_SESSION_DURATION, "s", "Session wall time", _DURATION_BUCKETS)
+        self._seeded: set[str] = set()
         _internal_errors.add_listener(self.internal_error)
 
     def close(self) -> None:
         _internal_errors.remove_listener(self.internal_error)
 
+    def _seed(self, profile: str) -> None:
+        """Start every series of a new profile at zero: a counter series that first appears at 1
+        hides its first increase from rate() and increase()."""
+        if profile in self._seeded or len(self._seeded) >= _MAX_SEEDED_PROFILES:
+            return
+        self._seeded.add(profile)
+        for reason in A.STOP_REASONS:
+            self._sessions.add(0, {A.STOP_REASON: reason, A.PROFILE: profile})
+        for probe in A.PROBE_NAMES:
+            if probe != A.BUDGET_EXCEEDED:
+                self._stalls.add(0, {A.PROBE: probe, A.PROFILE: profile})
+        for kind in A.BUDGET_KINDS:
+            self._stalls.add(0, {A.PROBE: A.BUDGET_EXCEEDED, A.PROFILE: profile, A.BUDGET_KIND: kind})
+
     def stall(self, alert: Alert, profile: str) -> None:
+        self._seed(profile)
         labels = {A.PROBE: alert.probe, A.PROFILE: profile}
         if alert.budget_kind:
             labels[A.BUDGET_KIND] = alert.budget_kind
         self._stalls.add(1, labels)
 
     def session_ended(self, verdict: Verdict) -> None:
+        self._seed(verdict.profile)
         labels = {A.STOP_REASON: verdict.stop_reason, A.PROFILE: verdict.profile}
         self._sessions.add(1, labels)
         self._steps.record(verdict.steps, labels)

@@ -243,10 +243,13 @@ def test_metrics_count_sessions_and_stalls_with_low_cardinality_labels():
                 for _ in range(3 if index == 0 else 1):
                     query_logistics("A1")
                 tracing.record_model_call(final_claims=())
-        sessions = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS)}
+        sessions = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
         assert sessions == {"tool_loop": 1, "completed": 2}
-        stalls = [(labels, point.value) for labels, point in tracing.metric_points(A.METRIC_STALLS)]
+        stalls = [(labels, point.value) for labels, point in tracing.metric_points(A.METRIC_STALLS) if point.value]
         assert stalls == [({A.PROBE: "tool_loop", A.PROFILE: "default"}, 1)]
+        # every series of the profile starts at zero, so rate() sees the first increase
+        seeded = {p[0][A.STOP_REASON] for p in tracing.metric_points(A.METRIC_SESSIONS)}
+        assert seeded == set(A.STOP_REASONS)
         steps = tracing.metric_points(A.METRIC_SESSION_STEPS)
         assert sum(point.count for _, point in steps) == 3
         for name in (A.METRIC_SESSIONS, A.METRIC_STALLS, A.METRIC_SESSION_STEPS, A.METRIC_SESSION_TOKENS,
@@ -263,10 +266,10 @@ def test_evicted_sessions_end_as_abandoned_and_are_counted():
                 get_order(str(index))
         verdict_spans = [s for s in tracing.spans() if s.name == "agentguard.verdict"]
         assert [s.attributes[A.STOP_REASON] for s in verdict_spans] == ["abandoned"]
-        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS)}
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
         assert counted == {"abandoned": 1}
     # shutdown ends the two still open, also as abandoned
-    counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS)}
+    counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
     assert counted == {"abandoned": 3}
 
 
