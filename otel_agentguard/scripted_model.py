@@ -124,7 +124,9 @@ class ScriptedModelServer:
 
     def start(self) -> ScriptedModelServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-model", daemon=True)
+            # A short poll interval: stop() waits for at most one poll.
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="scripted-model", daemon=True)
             self._thread.start()
         return self
 

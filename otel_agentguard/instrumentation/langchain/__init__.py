@@ -77,14 +77,5 @@ class LangChainInstrumentor(GuardInstrumentor):
         PatchTarget(_CHAT_MODULE, "BaseChatModel.astream", astream_wrapper),
     )
 
-    def __init__(self) -> None:
-        # BaseInstrumentor is a singleton, but Python runs __init__ on every
-        # LangChainInstrumentor() call: GuardInstrumentor.__init__ would forget what
-        # is patched, and ``LangChainInstrumentor().uninstrument()`` would unpatch
-        # nothing. Initialise once.
-        if "_patched" in self.__dict__:
-            return
-        super().__init__()
-
 
 __all__ = ["LangChainInstrumentor"]

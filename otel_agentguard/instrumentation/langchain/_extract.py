@@ -37,7 +37,10 @@ def tool_arguments(tool: Any, tool_input: Any) -> Any:
         return tool_input
     filtered = getattr(tool, "_filter_injected_args", None)
     if callable(filtered):  # langchain-core >= 1.0: the tool's own notion of injected arguments
-        return filtered(dict(tool_input))
+        try:
+            return filtered(dict(tool_input))
+        except Exception:  # deliberate: an odd args_schema; fall back to the fixed names
+            pass
     return {key: value for key, value in tool_input.items() if key not in _FILTERED_ARGS}
 
 
@@ -63,7 +66,7 @@ def tool_result(output: Any) -> Any:
 
 def handled_tool_error(output: Any) -> bool:
     """True when LangChain caught the tool's error (``handle_tool_error``) and returned it as content."""
-    return getattr(output, "type", None) == "tool" and False
+    return getattr(output, "type", None) == "tool" and getattr(output, "status", None) == "error"
 
 
 def _message_contents(value: Any, depth: int) -> Any:
@@ -88,14 +91,20 @@ def _is_message(value: Any) -> bool:
 # --- chat models ------------------------------------------------------------------------------
 
 
-def request_model(model: Any, stop: Any, call_kwargs: Mapping[str, Any]) -> tuple[str, str | None]:
-    """``(provider, model name)`` of a chat call, as LangChain reports them to its own tracing."""
+def request_model(model: Any, stop: Any, call_kwargs: Mapping[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
+    """``(provider, model name, request attributes)`` of a chat call, as LangChain reports them
+    to its own tracing (``_get_ls_params``)."""
     provider: str | None = None
     name: str | None = None
+    attributes: dict[str, Any] = {}
     try:
         params = model._get_ls_params(stop=stop, **call_kwargs)
         provider = params.get("ls_provider")
         name = params.get("ls_model_name")
+        for source, target in _REQUEST_PARAMS:
+            value = params.get(source)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[target] = value
     except Exception:  # deliberate: older or unusual models; fall back to plain attributes
         pass
     if not name:
@@ -109,7 +118,10 @@ def request_model(model: Any, stop: Any, call_kwargs: Mapping[str, Any]) -> tupl
             provider = str(model._llm_type)
         except Exception:  # deliberate: a model without _llm_type is still a model
             provider = "langchain"
-    return provider, name
+    return provider, name, attributes
+
+
+_REQUEST_PARAMS = (("ls_temperature", "gen_ai.request.temperature"), ("ls_max_tokens", "gen_ai.request.max_tokens"))
 
 
 def result_from_chat_result(chat_result: Any) -> ModelResult:

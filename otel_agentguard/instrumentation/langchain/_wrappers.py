@@ -59,6 +59,8 @@ from otel_agentguard.instrumentation.langchain import _extract, _session
 
 logger = logging.getLogger(__name__)
 
+TOOL_ERROR = "tool_error"  # error.type of a tool error LangChain returned as content
+
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 # --- tools ---------------------------------------------------------------------------------------
@@ -119,9 +121,10 @@ class _ToolRun:
             if _extract.handled_tool_error(output):
                 # handle_tool_error / handle_validation_error turned the failure into content:
                 # the call returns, but the tool failed, and the judge must count it so.
-                # LangChain does not say which exception it was: "_OTHER", per the semconv.
+                # LangChain does not say which exception it was: "tool_error", as the GenAI
+                # conventions (and our mcp and openai_agents instrumentations) name an error result.
                 self.span.set_status(Status(StatusCode.ERROR, "tool error handled by LangChain"))
-                self.span.set_attribute(A.ERROR_TYPE, "_OTHER")
+                self.span.set_attribute(A.ERROR_TYPE, TOOL_ERROR)
         except Exception as exc:  # deliberate
             _internal_errors.report("langchain.tool.result", exc)
 
@@ -175,8 +178,8 @@ def _start_model_call(
     if instrumentation_suppressed():
         return None
     try:
-        provider, name = _extract.request_model(model, stop, call_kwargs)
-        attributes = _session.session_attributes(_session.thread_id(*sources))
+        provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
+        attributes.update(_session.session_attributes(_session.thread_id(*sources)))
         prompt = _extract.input_messages(messages) if capture_content() else None
     except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
         _internal_errors.report("langchain.chat.start", exc)

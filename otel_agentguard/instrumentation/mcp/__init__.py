@@ -63,13 +63,6 @@ class MCPInstrumentor(GuardInstrumentor):
         PatchTarget("mcp.server._otel", "OpenTelemetryMiddleware.__call__", _wrappers.middleware_call),
     )
 
-    def __init__(self) -> None:
-        # BaseInstrumentor is a singleton whose __init__ runs on every MCPInstrumentor():
-        # initialising twice would forget what is patched, so a later
-        # MCPInstrumentor().uninstrument() could not undo it.
-        if not hasattr(self, "_patched"):
-            super().__init__()
-
     def _uninstrument_extra(self) -> None:
         _wrappers.reset_state()
 
