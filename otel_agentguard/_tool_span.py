@@ -57,8 +57,8 @@ def intervene(span: Span, name: str, policy: Policy) -> Intervention | None:
     """Enforce mode: if the call on ``span`` would repeat a stall, end the span with the
     guard's message as its result and return the intervention (the call must not run)."""
     try:
-        fingerprint = (getattr(span, "attributes", None) or {}).get(A.TOOL_ARGS_FINGERPRINT)
-        intervention = before_tool_call(fingerprint)
+        attrs = getattr(span, "attributes", None) or {}
+        intervention = before_tool_call(attrs.get(A.TOOL_ARGS_FINGERPRINT), attrs.get(A.SESSION_ID))
         if intervention is None:
             return None
         span.set_attributes({A.INTERVENTION: intervention.probe,

@@ -12,7 +12,9 @@ In enforce mode:
 * :func:`after_model_call` raises :class:`~otel_agentguard.AgentStopped` instead
   of delivering an answer the guard refuses (a fake completion).
 
-A failure inside a hook is contained like any other: only ``AgentStopped`` leaves.
+Each hook finds the session from the current context, or from ``session_id`` when
+the instrumentation knows it better (a framework's own thread id). A failure inside
+a hook is contained like any other: only ``AgentStopped`` leaves.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from otel_agentguard.errors import AgentStopped
 __all__ = ["AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call"]
 
 
-def before_tool_call(args_fingerprint: str | None) -> Intervention | None:
+def before_tool_call(args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
     for processor in _registry.processors():
         if processor.mode != "enforce":
             continue
         try:
-            found = processor.before_tool_call(args_fingerprint)
+            found = processor.before_tool_call(args_fingerprint, session_id)
         except Exception as exc:  # deliberate: a broken guard lets the call run
             _internal_errors.report("enforce.before_tool", exc)
             continue
@@ -38,13 +40,13 @@ def before_tool_call(args_fingerprint: str | None) -> Intervention | None:
     return None
 
 
-def before_model_call() -> str | None:
+def before_model_call(session_id: str | None = None) -> str | None:
     note = None
     for processor in _registry.processors():
         if processor.mode != "enforce":
             continue
         try:
-            note = processor.before_model_call() or note
+            note = processor.before_model_call(session_id) or note
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate
@@ -52,12 +54,12 @@ def before_model_call() -> str | None:
     return note
 
 
-def after_model_call() -> None:
+def after_model_call(session_id: str | None = None) -> None:
     for processor in _registry.processors():
         if processor.mode != "enforce":
             continue
         try:
-            processor.after_model_call()
+            processor.after_model_call(session_id)
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate

@@ -310,18 +310,18 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 self._end(session)
 
     # --- enforcement: asked by the wrappers right before (and after) a call ---------------------
-    def before_tool_call(self, args_fingerprint: str | None) -> Intervention | None:
+    def before_tool_call(self, args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
         """In enforce mode, the result to give instead of running a call that repeats a stall."""
-        session = self._session_in_context()
+        session = self._session_in_context(session_id)
         if session is None or session.enforcer is None:
             return None
         with session.lock:
             return session.enforcer.before_tool(args_fingerprint)
 
-    def before_model_call(self) -> str | None:
+    def before_model_call(self, session_id: str | None = None) -> str | None:
         """Raise :class:`AgentStopped` if a stop is due at this cut point; else the
         remaining-budget note for the model when the policy asks for one."""
-        session = self._session_in_context()
+        session = self._session_in_context(session_id)
         if session is None or session.enforcer is None:
             return None
         with session.lock:
@@ -335,10 +335,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return (f"[otel_agentguard] Step {totals.steps + 1} of {session.judge.profile.max_steps}: {left} left. "
                 f"If you cannot make progress, call {self.policy.finish_tool} with what you have.")
 
-    def after_model_call(self) -> None:
+    def after_model_call(self, session_id: str | None = None) -> None:
         """Raise :class:`AgentStopped` when the answer just judged must not be delivered
         (a fake completion): the balance is zero, so this is a safe cut point."""
-        session = self._session_in_context()
+        session = self._session_in_context(session_id)
         if session is None or session.enforcer is None:
             return
         with session.lock:
@@ -360,8 +360,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def _stop_pending(self, session: _Session) -> bool:
         return session.enforcer is not None and session.enforcer.pending_stop is not None
 
-    def _session_in_context(self) -> _Session | None:
-        """The session of the current context, resolved as ``on_start`` resolves a span's."""
+    def _session_in_context(self, session_id: str | None = None) -> _Session | None:
+        """The named session, else the current context's, resolved as ``on_start`` resolves a span's."""
+        if session_id is not None:
+            return self._store.get(session_id)
         ctx = context_api.get_current()
         in_context = current_session(ctx)
         session_id = (

@@ -54,6 +54,16 @@ def tool_effect_hint(tool: Any) -> str | None:
     return None
 
 
+def tool_output(tool: Any, content: str, tool_call_id: Any) -> Any:
+    """What ``BaseTool.run`` returns for ``content``: a ``ToolMessage`` when it runs for a
+    tool call (so the call keeps its result), else the content itself."""
+    if not tool_call_id:
+        return content
+    from langchain_core.messages import ToolMessage
+
+    return ToolMessage(content=content, tool_call_id=str(tool_call_id), name=getattr(tool, "name", None))
+
+
 def tool_result(output: Any) -> Any:
     """What the model gets back, for the fingerprint.
 

@@ -52,6 +52,12 @@ def session_attributes(thread: str | None) -> dict[str, Any]:
     return {A.GEN_AI_CONVERSATION_ID: thread, A.SESSION_ID: thread}
 
 
+def session_of(thread: str | None) -> str | None:
+    """The session id a call of this thread is judged in, when the thread names it (else the
+    context decides, as for any span)."""
+    return session_attributes(thread).get(A.SESSION_ID)
+
+
 def _from_source(source: Any) -> str | None:
     if not isinstance(source, Mapping):
         return None

@@ -51,7 +51,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
-from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
+from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
+from otel_agentguard.enforcement import after_model_call, before_model_call
+from otel_agentguard.errors import AgentStopped
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
@@ -137,6 +139,9 @@ def tool_run_wrapper(context: InstrumentationContext) -> Wrapper:
         run = _ToolRun.start(tracer, instance, args, kwargs)
         if run is None:
             return wrapped(*args, **kwargs)
+        intervention = intervene(run.span, run.name, run.policy)
+        if intervention is not None:  # enforce mode: this call would repeat a stall
+            return _extract.tool_output(instance, intervention.message, kwargs.get("tool_call_id"))
         with run.activated():
             try:
                 output = wrapped(*args, **kwargs)
@@ -157,6 +162,9 @@ def tool_arun_wrapper(context: InstrumentationContext) -> Wrapper:
         run = _ToolRun.start(tracer, instance, args, kwargs)
         if run is None:
             return await wrapped(*args, **kwargs)
+        intervention = intervene(run.span, run.name, run.policy)
+        if intervention is not None:
+            return _extract.tool_output(instance, intervention.message, kwargs.get("tool_call_id"))
         with run.activated():
             try:
                 output = await wrapped(*args, **kwargs)
@@ -177,9 +185,15 @@ def _start_model_call(
 ) -> ModelCall | None:
     if instrumentation_suppressed():
         return None
+    thread = None
+    try:
+        thread = _session.thread_id(*sources)
+    except Exception as exc:  # deliberate
+        _internal_errors.report("langchain.chat.session", exc)
+    before_model_call(_session.session_of(thread))  # enforce mode: may raise AgentStopped here
     try:
         provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
-        attributes.update(_session.session_attributes(_session.thread_id(*sources)))
+        attributes.update(_session.session_attributes(thread))
         prompt = _extract.input_messages(messages) if capture_content() else None
     except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
         _internal_errors.report("langchain.chat.start", exc)
@@ -188,6 +202,10 @@ def _start_model_call(
     # (a chat model that delegates to another, stream() falling back to invoke()).
     return ModelCall.start(tracer, provider=provider, request_model=name, attributes=attributes,
                            input_messages=prompt)
+
+
+def _call_session(call: ModelCall) -> str | None:
+    return (getattr(call.span, "attributes", None) or {}).get(A.SESSION_ID)
 
 
 def _generate_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any, dict[str, Any]]:
@@ -217,6 +235,8 @@ def generate_wrapper(context: InstrumentationContext) -> Wrapper:
         try:
             messages, stop, run_manager, extra = _generate_call(args, kwargs)
             call = _start_model_call(tracer, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
+        except AgentStopped:
+            raise
         except Exception as exc:  # deliberate
             _internal_errors.report("langchain.chat.start", exc)
         if call is None:
@@ -228,6 +248,7 @@ def generate_wrapper(context: InstrumentationContext) -> Wrapper:
                 call.finish(None, exc)
                 raise
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
+        after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result
 
     return wrapper
@@ -242,6 +263,8 @@ def agenerate_wrapper(context: InstrumentationContext) -> Wrapper:
         try:
             messages, stop, run_manager, extra = _generate_call(args, kwargs)
             call = _start_model_call(tracer, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
+        except AgentStopped:
+            raise
         except Exception as exc:  # deliberate
             _internal_errors.report("langchain.chat.start", exc)
         if call is None:
@@ -253,6 +276,7 @@ def agenerate_wrapper(context: InstrumentationContext) -> Wrapper:
                 call.finish(None, exc)
                 raise
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
+        after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result
 
     return wrapper
