@@ -59,15 +59,18 @@ def intervene(span: Span, name: str, policy: Policy) -> Intervention | None:
     try:
         attrs = getattr(span, "attributes", None) or {}
         intervention = before_tool_call(attrs.get(A.TOOL_ARGS_FINGERPRINT), attrs.get(A.SESSION_ID))
-        if intervention is None:
-            return None
-        span.set_attributes({A.INTERVENTION: intervention.probe,
-                             **tool_result_attributes(name, intervention.message, policy)})
-        span.end()
+        if intervention is not None:
+            record_intervention(span, name, intervention, policy)
         return intervention
     except Exception as exc:  # deliberate: a broken guard lets the call run
         _internal_errors.report("tool.intervene", exc)
         return None
+
+
+def record_intervention(span: Span, name: str, intervention: Intervention, policy: Policy) -> None:
+    """End a tool span the guard answered: the message is its result."""
+    span.set_attributes({A.INTERVENTION: intervention.probe, **tool_result_attributes(name, intervention.message, policy)})
+    span.end()
 
 
 def _as_text(value: Any) -> str:

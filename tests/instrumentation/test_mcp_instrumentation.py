@@ -687,3 +687,37 @@ def test_entry_point_loads_the_instrumentor() -> None:
     ]
     assert entry.load() is MCPInstrumentor
     assert tuple(MCPInstrumentor().instrumentation_dependencies()) == ("mcp >= 1.0",)
+
+
+def test_enforce_mode_answers_repeated_calls_itself(switchboard: Switchboard, transport: str) -> None:
+    served: list[str] = []
+    server = MCPServer("orders")
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def lookup_order(order_id: str) -> str:
+        served.append(order_id)
+        return f"order {order_id}: shipped"
+
+    guarded = GuardedTracing(mode="enforce")
+    switchboard.route(guarded)
+    instrumentor = MCPInstrumentor()
+    instrumentor.instrument(tracer_provider=guarded.tracer_provider)
+    texts: list[str] = []
+    try:
+        async def agent() -> None:
+            async with connect(server, transport) as client:
+                with guarded.session("enforced"):
+                    for _ in range(5):
+                        result = await client.call_tool("lookup_order", {"order_id": "A1"})
+                        texts.append(result.content[0].text)
+
+        run(agent)
+    finally:
+        instrumentor.uninstrument()
+        switchboard.route(None)
+        guarded.shutdown()
+    assert served == ["A1"] * 3  # the 4th and 5th identical calls never reached the server
+    assert all("Do not call it again" in text for text in texts[3:])
+    interventions = [s for s in guarded.spans() if attrs(s).get(A.INTERVENTION)]
+    assert [attrs(s)[A.INTERVENTION] for s in interventions] == ["tool_loop", "tool_loop"]
+    assert sorted(attrs(s)[A.SEQUENCE] for s in interventions) == [4, 5]

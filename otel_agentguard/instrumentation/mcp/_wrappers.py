@@ -51,7 +51,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
-from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
+from otel_agentguard._tool_span import record_intervention, tool_result_attributes, tool_start_attributes
+from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.policy import Policy
@@ -260,6 +261,24 @@ class _ToolCall:
             except Exception as exc:  # deliberate: the caller's result or exception goes on as it is
                 _internal_errors.report("mcp.call_tool.end", exc)
 
+    def intervened(self) -> Any:
+        """Enforce mode: the guard's answer (a ``CallToolResult``) when this call would repeat a
+        stall, on a span of ours; None to send the call."""
+        try:
+            intervention = before_tool_call(self.attributes.get(A.TOOL_ARGS_FINGERPRINT))
+            if intervention is None:
+                return None
+            if self.span is None:
+                self._start_own_span(self.start_ns)
+            record_intervention(self.span, self.name, intervention, self.policy)  # type: ignore[arg-type]
+            self._done = True
+            from mcp.types import CallToolResult, TextContent
+
+            return CallToolResult(content=[TextContent(type="text", text=intervention.message)])
+        except Exception as exc:  # deliberate: a broken guard lets the call go
+            _internal_errors.report("mcp.call_tool.intervene", exc)
+            return None
+
     def _start_own_span(self, start_ns: int) -> None:
         attributes = {**self.attributes, MCP_METHOD_NAME: TOOLS_CALL}
         self.span = self.tracer.start_span(
@@ -377,6 +396,9 @@ def call_tool(context: InstrumentationContext) -> Callable[..., Any]:
         call = None if instrumentation_suppressed() else _ToolCall.begin(instance, args, kwargs, tracer)
         if call is None:
             return await wrapped(*args, **kwargs)
+        answered = call.intervened()
+        if answered is not None:
+            return answered  # enforce mode: the call would repeat a stall and is not sent
         token = _current_call.set(call)
         try:
             with call.activated():
