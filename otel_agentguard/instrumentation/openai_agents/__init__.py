@@ -17,10 +17,11 @@ What becomes a span:
   (``agentguard.stop_reason``, totals, one ``agentguard.stall`` event per
   alert) is stamped on it before it ends. Inside ``otel_agentguard.session()``
   no second session span is made: the run's steps join that session;
-* every function tool call (also hosted MCP, computer and shell tools) is an
-  ``execute_tool {name}`` span with ``agentguard.tool.args.fingerprint``,
-  ``.keys``, ``.size``, ``agentguard.tool.result.fingerprint`` and
-  ``agentguard.tool.effect`` (from the policy's ``[tools.<name>]`` contract);
+* every tool call the SDK runs (function tools, MCP server tools, computer and
+  shell tools) is an ``execute_tool {name}`` span with
+  ``agentguard.tool.args.fingerprint``, ``.keys``, ``.size``,
+  ``agentguard.tool.result.fingerprint`` and ``agentguard.tool.effect`` (from
+  the policy's ``[tools.<name>]`` contract); handoffs are not tool steps;
 * every model call (chat completions or responses, streamed or not) is a
   ``chat {model}`` span with token usage, finish reasons,
   ``agentguard.response.tool_calls`` and, for a final answer,
@@ -36,6 +37,12 @@ Raw arguments, results, prompts and answers go on spans only with
 With ``agentguard_openai`` also active, the SDK's OpenAI calls are seen twice;
 the model span made here is the current span while the SDK calls OpenAI, so
 the OpenAI instrumentation enriches it instead of adding a second model step.
+
+Enforce mode: a processor cannot raise into the run (the SDK catches what
+processors raise), so stops happen at the model-call cut points of
+``agentguard_openai``, which finds the session through the model span made
+here; a stop ends the session span with the probe as its stop reason, not as
+an error. Tool-call interventions are not available for SDK tools.
 
 Limits: the SDK hands processors tool arguments, results and model outputs
 only while the run's ``trace_include_sensitive_data`` is on (its default;
@@ -58,7 +65,7 @@ or ``OpenAIAgentsInstrumentor().uninstrument()``.
 from __future__ import annotations
 
 from otel_agentguard.instrumentation._base import GuardInstrumentor, InstrumentationContext, PatchTarget
-from otel_agentguard.instrumentation.openai_agents import _registration
+from otel_agentguard.instrumentation.openai_agents import _enforce, _registration
 from otel_agentguard.instrumentation.openai_agents.package import _instruments
 
 
@@ -70,7 +77,14 @@ class OpenAIAgentsInstrumentor(GuardInstrumentor):
     """Judges OpenAI Agents SDK runs through the SDK's tracing-processor interface."""
 
     instruments = _instruments
-    targets = (PatchTarget("agents.tracing.provider", "DefaultTraceProvider.set_processors", _keep_registered),)
+    targets = (
+        PatchTarget("agents.tracing.provider", "DefaultTraceProvider.set_processors", _keep_registered),
+        PatchTarget(_enforce.TARGET_MODULE, _enforce.TARGET_NAME, _enforce.invoke_function_tool),
+    )
+
+    @property
+    def name(self) -> str:  # the tracer scope: otel_agentguard.instrumentation.openai_agents
+        return "openai_agents"
 
     def _instrument_extra(self, context: InstrumentationContext) -> None:
         _registration.register(context.tracer)

@@ -190,6 +190,8 @@ class GuardTracingProcessor(TracingProcessor):  # type: ignore[misc]
             return
         span = run.span
         error_type = run.error_type or (MODEL_ERROR if run.model_failed else None)
+        if _stopped_by_guard(run):
+            error_type = None  # AgentStopped: how the guard meant the run to end, not a failure
         try:
             if error_type is not None:
                 span.set_status(Status(StatusCode.ERROR))
@@ -319,8 +321,8 @@ class GuardTracingProcessor(TracingProcessor):  # type: ignore[misc]
                     _finish_tool(span, sdk_span.span_data)
                 else:
                     _finish_model(span, sdk_span.span_data)
-                    node.run.model_failed = bool(error)
-                if error:
+                    node.run.model_failed = bool(error) and not _stopped_by_guard(node.run)
+                if error and not (node.kind == _MODEL and _stopped_by_guard(node.run)):
                     message = error.get("message") if isinstance(error, dict) else None
                     # The SDK's message may quote arguments or the user's text.
                     span.set_status(Status(StatusCode.ERROR, str(message) if message and capture_content() else None))
@@ -370,6 +372,13 @@ def _finish_model(span: Span, data: Any) -> None:
     if prompt is not None and capture_content():
         attributes["gen_ai.input.messages"] = _json(prompt)
     span.set_attributes(attributes)
+
+
+def _stopped_by_guard(run: _Run) -> bool:
+    """Whether the guard raised ``AgentStopped`` into this run (enforce mode, through a
+    provider instrumentation's cut point): it marks the session span ``agentguard.enforced``."""
+    session_span = run.span if run.span is not None else trace.get_current_span(run.context)
+    return bool((getattr(session_span, "attributes", None) or {}).get(A.ENFORCED))
 
 
 def _parent_context(mapped: context.Context) -> context.Context:

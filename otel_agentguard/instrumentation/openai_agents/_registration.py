@@ -26,7 +26,8 @@ from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
 
-_lock = threading.Lock()
+# Re-entrant: _add holds it while calling into the SDK, whose set_processors we wrap.
+_lock = threading.RLock()
 _generation = 0  # bumped by every register/unregister: older import hooks do nothing
 _processor: Any = None
 _provider: Any = None
