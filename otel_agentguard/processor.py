@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -135,19 +136,35 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._tracer_provider = tracer_provider
         self._tracer: trace.Tracer | None = None
         self._metrics = GuardMetrics(meter_provider)
-        self._store: SessionStore[_Session] = SessionStore(
-            self._evicted,
-            max_sessions=max_sessions if max_sessions is not None
+        self._store_options = (
+            max_sessions if max_sessions is not None
             else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
-            idle_timeout_s=idle_timeout_s if idle_timeout_s is not None
+            idle_timeout_s if idle_timeout_s is not None
             else _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, float),
-            pinned=_Session.span_open,
         )
+        self._store = self._new_store()
         # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
         self._counters: OrderedDict[str, _Sequence] = OrderedDict()
         self._counters_lock = threading.Lock()
         self._shut_down = False
         _registry.register(self)
+        if hasattr(os, "register_at_fork"):
+            # A forked child (gunicorn, multiprocessing) inherits the parent's sessions and
+            # possibly a lock held mid-update: start it afresh, through a weak reference so
+            # the hook does not keep a dropped processor alive.
+            reference = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: (processor := reference()) and processor._after_fork())
+
+    def _new_store(self) -> SessionStore[_Session]:
+        max_sessions, idle_timeout_s = self._store_options
+        return SessionStore(self._evicted, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                            pinned=_Session.span_open)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no live sessions (they run in the parent), fresh locks."""
+        self._store = self._new_store()
+        self._counters = OrderedDict()
+        self._counters_lock = threading.Lock()
 
     # --- SpanProcessor -----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
