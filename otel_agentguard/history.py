@@ -101,13 +101,30 @@ class _Ids:
         return renamed
 
 
-# --- OpenAI chat completions --------------------------------------------------------------------
+class _Repair:
+    """What both repairs keep: the counts of each repair and the call ids handed out."""
 
-
-class _OpenAIRepair:
     def __init__(self) -> None:
         self.synthetic = self.orphans = self.renamed = self.moved = 0
         self.ids = _Ids()
+
+    def unique_id(self, call: dict[str, Any], key: str) -> tuple[str, str]:
+        """``(original, unique)`` id of a call; a repeated id is renamed in place."""
+        original = str(call.get(key))
+        unique = self.ids.unique(original)
+        if unique != original:
+            call[key] = unique
+            self.renamed += 1
+        return original, unique
+
+    def report(self) -> RepairReport:
+        return RepairReport(self.synthetic, self.orphans, self.renamed, self.moved)
+
+
+# --- OpenAI chat completions --------------------------------------------------------------------
+
+
+class _OpenAIRepair(_Repair):
 
     def run(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
         repaired: list[dict[str, Any]] = []
@@ -127,7 +144,7 @@ class _OpenAIRepair:
                 index += 1
             repaired.append(message)
             repaired.extend(self._pair(message, results))
-        return repaired, RepairReport(self.synthetic, self.orphans, self.renamed, self.moved)
+        return repaired, self.report()
 
     def _pair(self, message: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         waiting: dict[str, list[dict[str, Any]]] = {}
@@ -135,11 +152,7 @@ class _OpenAIRepair:
             waiting.setdefault(str(result.get("tool_call_id")), []).append(result)
         paired = []
         for call in message["tool_calls"]:
-            original = str(call.get("id"))
-            call_id = self.ids.unique(original)
-            if call_id != original:
-                call["id"] = call_id
-                self.renamed += 1
+            original, call_id = self.unique_id(call, "id")
             answers = waiting.get(original)
             if answers:
                 result = answers.pop(0)
@@ -192,10 +205,7 @@ def _block_type(block: Any) -> str | None:
     return block.get("type") if isinstance(block, Mapping) else None
 
 
-class _AnthropicRepair:
-    def __init__(self) -> None:
-        self.synthetic = self.orphans = self.renamed = self.moved = 0
-        self.ids = _Ids()
+class _AnthropicRepair(_Repair):
 
     def run(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], RepairReport]:
         repaired: list[dict[str, Any]] = []
@@ -220,7 +230,7 @@ class _AnthropicRepair:
             repaired.append(message)
         if pending:
             repaired.append(self._results_message(pending, []))
-        return repaired, RepairReport(self.synthetic, self.orphans, self.renamed, self.moved)
+        return repaired, self.report()
 
     def _register_calls(self, message: dict[str, Any]) -> tuple[list[str], dict[str, list[str]]]:
         pending: list[str] = []
@@ -228,11 +238,7 @@ class _AnthropicRepair:
         for block in _blocks(message):
             if _block_type(block) != "tool_use":
                 continue
-            original = str(block.get("id"))
-            call_id = self.ids.unique(original)
-            if call_id != original:
-                block["id"] = call_id
-                self.renamed += 1
+            original, call_id = self.unique_id(block, "id")
             renames.setdefault(original, []).append(call_id)
             pending.append(call_id)
         return pending, renames
