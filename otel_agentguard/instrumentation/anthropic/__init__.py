@@ -66,13 +66,5 @@ class AnthropicInstrumentor(GuardInstrumentor):
         PatchTarget(_MESSAGES_MODULE, "AsyncMessages.stream", async_messages_stream),
     )
 
-    def __init__(self) -> None:
-        # BaseInstrumentor is a singleton: every AnthropicInstrumentor() returns the one instance
-        # and runs __init__ on it again, and GuardInstrumentor.__init__ would then forget what it
-        # patched, so AnthropicInstrumentor().uninstrument() would unpatch nothing. Initialise once.
-        # (The guard belongs in GuardInstrumentor.__init__, for every instrumentor.)
-        if "_patched" not in vars(self):
-            super().__init__()
-
 
 __all__ = ["AnthropicInstrumentor"]

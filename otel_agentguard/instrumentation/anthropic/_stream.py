@@ -36,15 +36,15 @@ def observe_stream(stream: Any, call: ModelCall) -> Any:
 
 
 def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEvents:
+    """Put the proxy between the ``MessageStream`` and its raw events (read lazily, on first use)."""
     events = MessageEvents()
-    raw = getattr(message_stream, "_raw_stream", None)
-    if raw is None:
-        # An SDK whose MessageStream keeps its events elsewhere: end the span now rather than
-        # never, and say so once (the application's stream is untouched).
-        _internal_errors.report("anthropic.message_stream", None)
+    try:
+        raw = message_stream._raw_stream
+        message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error))
+    except Exception as exc:  # deliberate: an SDK whose MessageStream keeps its events elsewhere
+        # End the span now rather than never; the application's stream is untouched.
+        _internal_errors.report("anthropic.message_stream", exc)
         call.finish(None)
-        return events
-    message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error))
     return events
 
 

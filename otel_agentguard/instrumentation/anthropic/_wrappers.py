@@ -18,6 +18,7 @@ from typing import Any
 
 from otel_agentguard import _internal_errors
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.enforcement import after_model_call, before_model_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.anthropic import _extract
@@ -120,19 +121,36 @@ async def _async_message(returned: Any) -> Any:
 # --- Messages.create / AsyncMessages.create --------------------------------------------------------
 
 
+def _guard_before(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Enforce mode, at the cut point before a model call: stop (raises AgentStopped), or add
+    the remaining-budget note to a copy of the system prompt when the policy asks for it."""
+    note = before_model_call()
+    if note is None:
+        return kwargs
+    system = kwargs.get("system")
+    if isinstance(system, str) and system:
+        return {**kwargs, "system": f"{system}\n\n{note}"}
+    if isinstance(system, list):
+        return {**kwargs, "system": [*system, {"type": "text", "text": note}]}
+    return {**kwargs, "system": note}
+
+
 def messages_create(context: InstrumentationContext) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = _guard_before(kwargs)
         call = _start(context, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
         try:
-            returned = wrapped(*args, **kwargs)
+            with call.activated():
+                returned = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.finish(None, exc)
             raise
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(_message(returned)))
+        after_model_call()  # enforce mode: a refused answer (fake completion) is not returned
         return returned
 
     return wrapper
@@ -140,6 +158,7 @@ def messages_create(context: InstrumentationContext) -> Wrapper:
 
 def async_messages_create(context: InstrumentationContext) -> Wrapper:
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = _guard_before(kwargs)
         call = _start(context, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
@@ -152,6 +171,7 @@ def async_messages_create(context: InstrumentationContext) -> Wrapper:
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(await _async_message(returned)))
+        after_model_call()
         return returned
 
     return wrapper
@@ -162,6 +182,7 @@ def async_messages_create(context: InstrumentationContext) -> Wrapper:
 
 def messages_stream(context: InstrumentationContext) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = _guard_before(kwargs)  # the cut point: before the manager that will send the request
         manager = wrapped(*args, **kwargs)  # sends nothing: the request goes out on __enter__
         if instrumentation_suppressed():
             return manager
@@ -177,6 +198,7 @@ def messages_stream(context: InstrumentationContext) -> Wrapper:
 def async_messages_stream(context: InstrumentationContext) -> Wrapper:
     # AsyncMessages.stream is a plain function too: it returns a manager for ``async with``.
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = _guard_before(kwargs)
         manager = wrapped(*args, **kwargs)
         if instrumentation_suppressed():
             return manager
