@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test clean
+.PHONY: demo test bench clean
 
 demo: $(VENV)/.installed-demo
 	$(BIN)/agentguard demo
@@ -17,6 +17,19 @@ $(BIN)/python:
 
 $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$*]'
+	touch $@
+
+# Benchmarks against the instrumentations users already run (bench/README.md). The anchors
+# (openai-v2, OpenLLMetry) are installed only in this venv, never as package dependencies.
+BENCH_VENV ?= .venv-bench
+BENCH_ARGS ?=
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python -m bench $(BENCH_ARGS)
+
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e . -r bench/requirements.txt
 	touch $@
 
 clean:

@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import baggage, trace
@@ -200,7 +201,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     # --- start ---------------------------------------------------------------------------
     def _on_start(self, span: Span, parent_context: Context | None) -> None:
-        attrs = span.attributes or {}
+        attrs = span_attributes(span)
         if attrs.get(A.VERDICT):
             return
         kind = step_kind(attrs)
@@ -217,16 +218,21 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
-        if A.SESSION_ID not in attrs:
-            span.set_attribute(A.SESSION_ID, session_id)
+        stamp_session = A.SESSION_ID not in attrs
         if kind is None and not is_session_span:
+            if stamp_session:
+                span.set_attribute(A.SESSION_ID, session_id)
             return
         if attrs.get(A.NESTED_STEP):
-            return  # an instrumentation already knows this span repeats its parent's step
+            # An instrumentation already knows this span repeats its parent's step.
+            if stamp_session:
+                span.set_attribute(A.SESSION_ID, session_id)
+            return
         if kind is not None and _same_step_as_parent(kind, attrs, parent_context):
             # The same call seen twice (two instrumentations of one request; an MCP server's span
             # under the client's): the enclosing span is the step.
-            span.set_attribute(A.NESTED_STEP, True)
+            stamp = {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True}
+            span.set_attributes(stamp)
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
@@ -235,7 +241,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if is_session_span and session.session_span is None:
             session.session_span = span  # an inner invoke_agent of the same session joins the outer run
         if kind is not None:
-            span.set_attribute(A.SEQUENCE, session.sequence.next())
+            # One write for both stamps: each SDK set_attribute takes a lock and validates.
+            if stamp_session:
+                span.set_attributes({A.SESSION_ID: session_id, A.SEQUENCE: session.sequence.next()})
+            else:
+                span.set_attribute(A.SEQUENCE, session.sequence.next())
+        elif stamp_session:
+            span.set_attribute(A.SESSION_ID, session_id)
 
     def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int) -> _Session:
         profile = attrs.get(A.PROFILE) or (context_session.profile if context_session else None)
@@ -249,7 +261,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     # --- end -------------------------------------------------------------------------------
     def _on_end(self, span: ReadableSpan) -> None:
-        attrs = span.attributes or {}
+        attrs = span_attributes(span)
         session_id = attrs.get(A.SESSION_ID)
         if session_id is None or attrs.get(A.VERDICT):
             return
@@ -431,7 +443,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         """Called by :func:`otel_agentguard.session` just before it ends its span:
         stamps the verdict on the span while it can still take attributes."""
         try:
-            session_id = (span.attributes or {}).get(A.SESSION_ID)
+            session_id = span_attributes(span).get(A.SESSION_ID)
             session = self._store.get(session_id) if session_id else None
             if session is None or session.session_span is not span:
                 return None
@@ -536,11 +548,26 @@ def _baggage_session(parent_context: Context | None) -> str | None:
     return None
 
 
+def span_attributes(span: Any) -> Mapping[str, Any]:
+    """A span's attributes, read cheaply.
+
+    ``span.attributes`` of an SDK span is a ``MappingProxyType`` over a
+    ``BoundedAttributes``, whose every ``get`` runs three Python frames; the
+    processor reads a dozen attributes per span. The SDK keeps them in a plain
+    dict (``_attributes._dict``) that is read here directly when present (reading
+    a dict is atomic under the GIL); any other span falls back to the public API.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return getattr(span, "attributes", None) or {}
+
+
 def _same_step_as_parent(kind: str, attrs: Any, parent_context: Context | None) -> bool:
     """A model span right inside a model span is one call; a tool span right inside a tool
     span of the same tool is one call too (a tool that calls other tools has other names)."""
     parent = trace.get_current_span(parent_context)
-    parent_attrs = getattr(parent, "attributes", None)
+    parent_attrs = span_attributes(parent)
     if not parent_attrs or not parent.is_recording():
         return False
     return nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs)
@@ -549,7 +576,7 @@ def _same_step_as_parent(kind: str, attrs: Any, parent_context: Context | None) 
 def _parent_session(parent_context: Context | None) -> str | None:
     """The session of the parent span, when it is one of ours (stamped at its start)."""
     parent = trace.get_current_span(parent_context)
-    attrs = getattr(parent, "attributes", None)
+    attrs = span_attributes(parent)
     if attrs:
         value = attrs.get(A.SESSION_ID)
         return str(value) if value else None

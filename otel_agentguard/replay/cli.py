@@ -16,9 +16,11 @@ and line, and no traceback is printed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -56,8 +58,68 @@ def _check_profile(policy: Policy, name: str | None, option: str) -> None:
 def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
     policy = _policy_for(args)
     _check_profile(policy, args.profile, "--profile")
-    sessions = read_files(args.files, policy)
-    return policy, [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
+    bar = _ProgressBar.for_inputs(args.files)
+    # Reading builds millions of small containers and frees none: the cyclic collector
+    # would re-scan them all again and again (more than half the time on large files).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        sessions = read_files(args.files, policy, bar.update if bar else None)
+        if bar:
+            bar.judging(len(sessions))
+        judged = [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
+    finally:
+        if collecting:
+            gc.enable()
+        if bar:
+            bar.close()
+    return policy, judged
+
+
+class _ProgressBar:
+    """Progress of a long replay on stderr (only a terminal, only large inputs): stdout stays clean."""
+
+    MIN_BYTES = 32 << 20
+    WIDTH = 30
+
+    def __init__(self, total: int):
+        self.total = total
+        self.started = time.monotonic()
+        self.shown = 0.0
+
+    @classmethod
+    def for_inputs(cls, files: Sequence[str]) -> _ProgressBar | None:
+        try:
+            if not sys.stderr.isatty():
+                return None
+            total = sum(os.path.getsize(path) for path in files if os.path.isfile(path))
+        except (OSError, ValueError):  # a closed or odd stderr, an unreadable file: no bar
+            return None
+        return cls(total) if total >= cls.MIN_BYTES else None
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self.shown < 0.2 and done < self.total:
+            return
+        self.shown = now
+        share = min(done / self.total, 1.0) if self.total else 1.0
+        filled = int(share * self.WIDTH)
+        rate = done / max(now - self.started, 1e-9) / 2**20
+        self._write(f"reading [{'#' * filled}{'.' * (self.WIDTH - filled)}] {share:4.0%} "
+                    f"{done / 2**20:,.0f}/{self.total / 2**20:,.0f} MiB {rate:,.0f} MiB/s")
+
+    def judging(self, sessions: int) -> None:
+        self._write(f"judging {sessions:,} sessions ...")
+
+    def close(self) -> None:
+        self._write("")
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stderr.write("\r\x1b[2K" + (f"agentguard: {text}" if text else ""))
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr went away: the replay itself goes on
+            pass
 
 
 def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]) -> None:

@@ -26,7 +26,12 @@ _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
 
 def decode_value(value: Mapping[str, Any]) -> Any:
     """One OTLP ``AnyValue`` as a Python value."""
-    if not isinstance(value, Mapping):
+    if type(value) is dict:  # what a JSON parser gives: skip the ABC check below
+        if len(value) == 1:  # the usual shape: one typed member
+            item = value.get("stringValue", _ABSENT)
+            if item is not _ABSENT:
+                return item
+    elif not isinstance(value, Mapping):
         return None
     for key, item in value.items():
         if key == "stringValue":
@@ -46,8 +51,21 @@ def decode_value(value: Mapping[str, Any]) -> Any:
     return None
 
 
+_ABSENT = object()
+
+
 def decode_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
-    return {item["key"]: decode_value(item.get("value")) for item in items or ()}
+    decoded: dict[str, Any] = {}
+    for item in items or ():
+        value = item.get("value")
+        # Most attributes are strings: read them without a call.
+        if type(value) is dict and len(value) == 1:
+            text = value.get("stringValue", _ABSENT)
+            if text is not _ABSENT:
+                decoded[item["key"]] = text
+                continue
+        decoded[item["key"]] = decode_value(value)
+    return decoded
 
 
 @dataclass(slots=True)

@@ -1,0 +1,155 @@
+"""One variant of the instrumented ``openai`` chat call, in its own process (see ``openai_call.py``).
+
+Usage: ``python -m bench._openai_worker VARIANT CALLS WARMUP``; prints one JSON line:
+``{"variant": ..., "per_call_us": ..., "spans": ...}``. Variants: ``none`` (uninstrumented),
+``openai_v2`` (the official OpenTelemetry instrumentation), ``openllmetry`` (Traceloop's),
+``agentguard`` (this package, observe mode). Each instrumented variant runs on an SDK
+TracerProvider with a BatchSpanProcessor and an exporter that drops spans, so all pay the
+same SDK cost; only the instrumentation (and, for agentguard, its processor) differs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+_COMPLETION = {
+    "id": "chatcmpl-bench",
+    "object": "chat.completion",
+    "created": 1_700_000_000,
+    "model": "gpt-4o-mini-2024-07-18",
+    "system_fingerprint": "fp_bench",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "logprobs": None,
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "refusal": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_order", "arguments": "{\"order_id\": \"A-1001\"}"}},
+                    {"id": "call_2", "type": "function",
+                     "function": {"name": "check_policy", "arguments": "{\"topic\": \"refunds\", \"region\": \"EU\"}"}},
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 412, "completion_tokens": 58, "total_tokens": 470},
+}
+_BODY = json.dumps(_COMPLETION).encode()
+
+MESSAGES = [
+    {"role": "system", "content": "You are a support agent. Use the tools."},
+    {"role": "user", "content": "Where is my refund for order A-1001?"},
+]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
+    {"type": "function", "function": {"name": "check_policy", "parameters": {
+        "type": "object", "properties": {"topic": {"type": "string"}, "region": {"type": "string"}}}}},
+]
+
+
+class _DropExporter:
+    """A SpanExporter that counts and drops: export cost is not what is measured."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[object]) -> object:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _client():  # noqa: ANN202 - openai types are optional here
+    import openai
+
+    # openai 3.x sends through httpx2; the mock transport plugs into the client it really uses.
+    try:
+        import httpx2 as transport_lib
+    except ImportError:  # openai 1.x/2.x use httpx
+        import httpx as transport_lib
+
+    def handler(request):  # noqa: ANN001, ANN202
+        return transport_lib.Response(200, content=_BODY, headers={"content-type": "application/json"})
+
+    http_client = transport_lib.Client(transport=transport_lib.MockTransport(handler))
+    return openai.OpenAI(api_key="sk-bench", base_url="http://bench.invalid/v1", http_client=http_client, max_retries=0)
+
+
+def _provider(exporter: _DropExporter, with_guard: bool):  # noqa: ANN202
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1 << 16))
+    if with_guard:
+        import otel_agentguard as ag
+
+        ag.install(tracer_provider=provider, mode="observe")
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def _instrument(variant: str, provider) -> None:  # noqa: ANN001
+    if variant == "none":
+        return
+    if variant == "openai_v2":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    elif variant == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    elif variant == "agentguard":
+        from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    else:
+        raise SystemExit(f"unknown variant {variant!r}")
+
+
+def main(argv: Sequence[str]) -> int:
+    variant, calls, warmup = argv[0], int(argv[1]), int(argv[2])
+    exporter = _DropExporter()
+    provider = None if variant == "none" else _provider(exporter, with_guard=variant == "agentguard")
+    _instrument(variant, provider)
+    client = _client()
+
+    def call() -> object:
+        return client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS)
+
+    for _ in range(warmup):
+        call()
+    reply = call()
+    assert len(reply.choices[0].message.tool_calls) == 2
+    import gc
+
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    elapsed = time.perf_counter() - start
+    if provider is not None:
+        provider.force_flush()
+    print(json.dumps({"variant": variant, "per_call_us": elapsed / calls * 1e6, "spans": exporter.spans}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,57 @@
+"""(3) An instrumented ``openai`` chat call: the real SDK over a mock transport.
+
+Each repeat runs one child process per variant (``bench._openai_worker``), in alternating
+order: uninstrumented, the official openai-v2 instrumentation, OpenLLMetry's, and
+otel_agentguard in observe mode (its instrumentor and its processor). The response asks
+for two tool calls. Each child warms up, then times the same number of calls; a variant's
+added time is its per-call time minus the uninstrumented one of the same repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from bench._harness import Report, per_repeat, progress
+
+VARIANTS = ("none", "openai_v2", "openllmetry", "agentguard")
+LABELS = {"openai_v2": "openai-v2 2.4b0", "openllmetry": "OpenLLMetry", "agentguard": "agentguard (observe)"}
+
+
+def _child(variant: str, calls: int, warmup: int) -> float:
+    env = {**os.environ, "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
+    done = subprocess.run([sys.executable, "-m", "bench._openai_worker", variant, str(calls), str(warmup)],
+                          stdout=subprocess.PIPE, text=True, check=True, env=env)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if variant != "none" and not result["spans"]:
+        raise RuntimeError(f"{variant} made no spans: the instrumentation did not patch this openai")
+    return float(result["per_call_us"])
+
+
+def run(report: Report, repeats: int, quick: bool) -> None:
+    try:
+        import opentelemetry.instrumentation.openai  # noqa: F401
+        import opentelemetry.instrumentation.openai_v2  # noqa: F401
+    except ImportError:
+        report.note("3 openai: skipped, the anchors are not installed (run through `make bench`)")
+        return
+    calls, warmup = (150, 30) if quick else (400, 60)
+    progress(f"openai call: {len(VARIANTS)} variants x {repeats} repeats, {calls} calls each")
+    samples: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+    for repeat in range(repeats):
+        for variant in VARIANTS if repeat % 2 == 0 else reversed(VARIANTS):
+            samples[variant].append(_child(variant, calls, warmup))
+    base = samples["none"]
+    report.add("3 openai", "uninstrumented chat call (2 tool calls)", base, "us")
+    added = {}
+    for variant in VARIANTS[1:]:
+        added[variant] = per_repeat(samples[variant], base, lambda a, b: a - b)
+        report.add("3 openai", f"{LABELS[variant]} adds", added[variant], "us")
+    report.add("3 openai", "agentguard added / openai-v2 added", per_repeat(added["agentguard"], added["openai_v2"],
+               lambda a, b: a / b), "x", "< 1", lambda m: m < 1)
+    report.add("3 openai", "agentguard added / OpenLLMetry added", per_repeat(added["agentguard"],
+               added["openllmetry"], lambda a, b: a / b), "x", "< 0.25", lambda m: m < 0.25)
+    report.note("3 openai: each instrumentation with its defaults (openai-v2 records no message content; "
+                "OpenLLMetry records prompts and completions unless TRACELOOP_TRACE_CONTENT=false)")
