@@ -30,7 +30,7 @@ TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})
 _MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # treated as immutable; not frozen, whose __init__ is twice as slow
 class Step:
     """One tool call or model call of a session, in the judge's terms."""
 
@@ -257,6 +257,9 @@ def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
 
 
 def _as_sequence(value: Any) -> Sequence[Any]:
+    kind = type(value)
+    if kind is tuple or kind is list:  # what spans hold; the ABC check below is slow
+        return value
     if isinstance(value, str):
         return (value,)
     if isinstance(value, Sequence):
