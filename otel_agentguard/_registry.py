@@ -5,6 +5,7 @@ Weak references only: a processor that its provider dropped is forgotten.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING
@@ -15,6 +16,16 @@ if TYPE_CHECKING:
     from otel_agentguard.processor import AgentGuardSpanProcessor
 
 _lock = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    # A fork while another thread holds the lock would leave the child's copy locked forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 _processors: weakref.WeakSet[AgentGuardSpanProcessor] = weakref.WeakSet()
 _fallback_policy: Policy | None = None
 

@@ -121,9 +121,13 @@ class OTLPJsonLinesSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         if not spans:
             return SpanExportResult.SUCCESS
-        line = json.dumps(encode_request(spans), ensure_ascii=False, separators=(",", ":"))
+        request = encode_request(spans)
+        line = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
         with self._lock:
-            self._stream.write(line + "\n")
+            try:
+                self._stream.write(line + "\n")
+            except UnicodeEncodeError:  # a lone surrogate (say in a foreign tool name): escape it
+                self._stream.write(json.dumps(request, ensure_ascii=True, separators=(",", ":")) + "\n")
             self._stream.flush()
         return SpanExportResult.SUCCESS
 

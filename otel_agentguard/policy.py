@@ -18,7 +18,6 @@ import math
 import os
 import re
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +141,6 @@ class Policy:
         self.budget_note = budget_note
         self.source = source
         self._fingerprinters: dict[str, Fingerprinter] = {}
-        self._lock = threading.Lock()
         self._warned_profiles: set[str] = set()
 
     @classmethod
@@ -182,9 +180,9 @@ class Policy:
         noise = self.noise_keys | (contract.noise_keys if contract else frozenset())
         unordered = contract.unordered_keys if contract else frozenset()
         found = Fingerprinter(tool_name, noise, unordered)
-        with self._lock:
-            if len(self._fingerprinters) < 10_000:  # tool names come from spans: bound the cache
-                self._fingerprinters[tool_name] = found
+        if len(self._fingerprinters) < 10_000:  # tool names come from spans: bound the cache
+            # setdefault is atomic: no lock, so nothing to deadlock on in a forked child.
+            found = self._fingerprinters.setdefault(tool_name, found)
         return found
 
 
@@ -233,6 +231,8 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         raise PolicyError(f"{where}: invalid TOML: {exc}") from None
     except ValueError as exc:  # a value TOML parses but Python refuses (an integer of 5,000 digits)
         raise PolicyError(f"{source}: invalid TOML value: {exc}") from None
+    except RecursionError:
+        raise PolicyError(f"{source}: invalid TOML: nested too deeply") from None
     return _Parser(text, source).policy(data)
 
 

@@ -218,7 +218,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
-        stamp_session = A.SESSION_ID not in attrs
+        stamp_session = attrs.get(A.SESSION_ID) != session_id  # absent, or a foreign non-string value
         if kind is None and not is_session_span:
             if stamp_session:
                 span.set_attribute(A.SESSION_ID, session_id)
@@ -275,6 +275,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 self._end(session, error=span.status.status_code is StatusCode.ERROR)
             return
         sequence = attrs.get(A.SEQUENCE)
+        if type(sequence) is not int:  # only ours count; a foreign value of another type is no number
+            sequence = None
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is None and sequence is None:
             return

@@ -95,10 +95,9 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
                 # A stop by the guard or an interrupt is how the session was meant to end, not an error.
                 failed = exc is not None and not isinstance(exc, AgentStopped)
                 if failed:
-                    if capture_content():  # an exception message may quote private data
-                        span.record_exception(exc)  # type: ignore[arg-type]
                     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                     span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
+                    _record_exception(span, exc)  # type: ignore[arg-type]
                 for processor in _registry.processors():
                     verdict = processor.end_session(span, error=failed)  # type: ignore[arg-type]
                     if verdict is not None:
@@ -123,3 +122,13 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
         traceback: TracebackType | None,
     ) -> None:
         self.__exit__(exc_type, exc, traceback)
+
+
+def _record_exception(span: trace.Span, exc: BaseException) -> None:
+    """The exception event, with content capture on only (its message may quote private
+    data); a message that cannot be printed loses the event, never the verdict."""
+    try:
+        if capture_content():
+            span.record_exception(exc)
+    except Exception as failure:  # deliberate: str(exc) of a hostile exception may raise
+        _internal_errors.report("session.exception_event", failure)

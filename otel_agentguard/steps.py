@@ -231,7 +231,7 @@ def _decode(raw: Any) -> Any:
     if isinstance(raw, str) and raw and len(raw) <= _MAX_PARSE_CHARS and raw[0] in "{[\"":
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # invalid or absurdly deep: fingerprinted as text
             return raw
     return raw
 

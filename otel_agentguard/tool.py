@@ -154,13 +154,18 @@ def _arguments(signature: inspect.Signature | None, args: tuple[Any, ...], kwarg
 
 def _record_error(span: Span, exc: BaseException) -> None:
     try:
-        # An exception message may quote arguments: the event only goes out with capture on.
-        if capture_content():
-            span.record_exception(exc)
+        # Status and error.type first: they are what the judge counts as a failed call.
         span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
         span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
     except Exception as failure:  # deliberate
         _internal_errors.report("tool.error", failure)
+    try:
+        # An exception message may quote arguments: the event only goes out with capture on.
+        # str(exc) may raise (a hostile __str__): then only the event is lost.
+        if capture_content():
+            span.record_exception(exc)
+    except Exception as failure:  # deliberate
+        _internal_errors.report("tool.error.event", failure)
 
 
 def _record_result(span: Span, tool_name: str, result: Any, policy: Any) -> None:

@@ -108,13 +108,15 @@ class OTLPCollector:
 
     def _add_span(self, span: Mapping[str, Any], path: str, line: int) -> None:
         attrs = decode_attributes(span.get("attributes"))
-        if attrs.get(A.VERDICT):
-            return  # a verdict is an output of the judge, not an input
         span_id = str(span.get("spanId") or "")
         parent_id = str(span.get("parentSpanId") or "")
         trace_id = str(span.get("traceId") or "")
         if not span_id or not trace_id:
             raise InputError(path, "span without traceId or spanId", line)
+        if attrs.get(A.VERDICT):
+            if parent_id:  # not an input to judge, but a link in its children's parent chain
+                self._parents.setdefault(span_id, parent_id)
+            return
         if (trace_id, span_id) in self._seen:
             return  # the same span exported twice (a retry, or one file given twice) is one span
         self._seen.add((trace_id, span_id))
@@ -170,15 +172,34 @@ class OTLPCollector:
             parent = self._parents.get(parent, "")
         return False
 
+    def _joined_runs(self) -> dict[str, str]:
+        """Session span id -> the run it belongs to. Like the live processor, a session span
+        that starts while another run of its session is open (nested or a sibling) joins it."""
+        joined: dict[str, str] = {}
+        by_session: dict[str, list[tuple[int, str]]] = {}
+        for span_id, run in self._runs.items():
+            by_session.setdefault(run.session_id, []).append((run.start_ns, span_id))
+        for starts in by_session.values():
+            starts.sort()
+            owner = ""
+            for start_ns, span_id in starts:
+                if owner and (start_ns < self._runs[owner].end_ns or self._nested_run(span_id)):
+                    joined[span_id] = owner
+                else:
+                    owner = span_id
+                    joined[span_id] = span_id
+        return joined
+
     def sessions(self) -> list[RecordedSession]:
+        joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
         for candidate in self._candidates:
             parent = self._steps_by_span.get(candidate.parent_id)
             if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):
                 continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
             session_id, run = self._resolve(candidate)
-            by_session.setdefault(session_id, []).append((run, candidate))
-        result = [run for span_id, run in self._runs.items() if not self._nested_run(span_id)]
+            by_session.setdefault(session_id, []).append((joined.get(run, run) if run else None, candidate))
+        result = [run for span_id, run in self._runs.items() if joined.get(span_id) == span_id]
         for session_id, members in by_session.items():
             # Sequence numbers count per session id across its runs, as live.
             numbered = all(isinstance(c.attrs.get(A.SEQUENCE), int) for _, c in members)

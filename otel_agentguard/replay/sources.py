@@ -149,7 +149,8 @@ def _json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[
     name = str(path)
     read = 0
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        # Read at most one byte past the limit: a huge line is refused without being read whole.
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), start=1):
             if progress is not None:
                 read += len(raw)
                 progress(read)

@@ -107,13 +107,18 @@ class _ToolRun:
 
     def failed(self, exc: BaseException) -> None:
         try:
-            # An exception message may quote arguments: the event only goes out with capture on.
-            if capture_content():
-                self.span.record_exception(exc)
+            # Status and error.type first: they are what the judge counts as a failed call.
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             self.span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
         except Exception as failure:  # deliberate
             _internal_errors.report("langchain.tool.error", failure)
+        try:
+            # An exception message may quote arguments: the event only goes out with capture on.
+            # str(exc) may raise (a hostile __str__): then only the event is lost.
+            if capture_content():
+                self.span.record_exception(exc)
+        except Exception as failure:  # deliberate
+            _internal_errors.report("langchain.tool.error.event", failure)
 
     def returned(self, output: Any) -> None:
         try:

@@ -331,15 +331,19 @@ def _content_block(block: Any) -> Any:
 
 def mark_failed(span: Span, error_type: str, error: BaseException | None = None) -> None:
     """A failed step: status ERROR and ``error.type``, keeping what mcp already set."""
-    # An exception message may quote arguments or results: the event only goes out with capture on.
-    if error is not None and capture_content():
-        span.record_exception(error)
     attributes = getattr(span, "attributes", None) or {}
     if A.ERROR_TYPE not in attributes:
         span.set_attribute(A.ERROR_TYPE, error_type)
     status = getattr(span, "status", None)
     if status is None or status.status_code is not StatusCode.ERROR:
         span.set_status(Status(StatusCode.ERROR, error_type))
+    # An exception message may quote arguments or results: the event only goes out with capture on.
+    # Last and on its own: str(error) of a hostile exception may raise, and must cost only the event.
+    if error is not None and capture_content():
+        try:
+            span.record_exception(error)
+        except Exception as failure:  # deliberate
+            _internal_errors.report("mcp.exception_event", failure)
 
 
 # --- mcp's span, claimed for a call ------------------------------------------------------------------------
