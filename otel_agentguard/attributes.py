@@ -27,7 +27,6 @@ RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
 # of one model call; an MCP server's span of the client's tool call): the enclosing span is
 # the step, this one is not.
 NESTED_STEP = "agentguard.step.nested"
-NESTED_MODEL_CALL = NESTED_STEP  # the first name of it; kept while code moves to NESTED_STEP
 # On a model span: how many repairs the opt-in history middleware made to the request.
 HISTORY_REPAIRED = "agentguard.history.repaired"
 STOP_REASON = "agentguard.stop_reason"

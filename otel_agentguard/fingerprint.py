@@ -355,6 +355,8 @@ class _Canonicalizer:
             child_depth = depth + 1
             texts = []
             for item in items:
+                # The same scalar dispatch as in _dict, written out again on purpose: a call per
+                # value is the cost this hot path exists to avoid.
                 kind = type(item)
                 if kind is str:
                     if item and item[0] in _NUMBER_START:

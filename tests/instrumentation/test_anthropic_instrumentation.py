@@ -434,7 +434,7 @@ def test_sdk_own_spans_are_counted_once(instrumented: GuardedTracing, serve: Any
     assert len(ours) == len(theirs) == 2
     for span in theirs:
         assert span.parent is not None and span.parent.span_id in ours  # theirs runs inside ours
-        assert span.attributes.get(A.NESTED_MODEL_CALL) is True
+        assert span.attributes.get(A.NESTED_STEP) is True
     verdict = instrumented.verdict("both")
     assert (verdict.stop_reason, verdict.model_calls, verdict.steps) == ("completed", 2, 2)
 

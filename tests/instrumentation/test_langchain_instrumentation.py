@@ -622,7 +622,7 @@ def test_one_model_step_per_call_next_to_a_foreign_provider_instrumentation(trac
     assert len(ours) == len(theirs) == 2
     for inner in theirs:  # the provider's span ran under ours: flagged, not a second step
         assert inner.parent.span_id in {s.context.span_id for s in ours}
-        assert inner.attributes[A.NESTED_MODEL_CALL] is True
+        assert inner.attributes[A.NESTED_STEP] is True
         assert A.SEQUENCE not in inner.attributes
     verdict = tracing.verdict("two-instrumentations")
     assert (verdict.stop_reason, verdict.model_calls, verdict.tokens) == (A.COMPLETED, 2, 300)

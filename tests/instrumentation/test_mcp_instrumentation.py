@@ -200,7 +200,7 @@ def execute_tool_spans(tracing: GuardedTracing) -> list[ReadableSpan]:
 
 def steps(tracing: GuardedTracing) -> list[ReadableSpan]:
     """The tool spans the judge counts as steps, in sequence order."""
-    found = [s for s in execute_tool_spans(tracing) if not attrs(s).get(A.NESTED_MODEL_CALL)]
+    found = [s for s in execute_tool_spans(tracing) if not attrs(s).get(A.NESTED_STEP)]
     return sorted(found, key=lambda s: attrs(s)[A.SEQUENCE])
 
 
@@ -271,7 +271,7 @@ def test_server_half_of_a_json_rpc_call_in_this_process_counts_once(tracing: Gua
     assert client_span.name == "MCP send tools/call lookup_order"
     assert server_span.name == "tools/call lookup_order" and server_span.kind is SpanKind.SERVER
     assert server_span.parent is not None and server_span.parent.span_id == client_span.context.span_id
-    assert attrs(server_span)[A.NESTED_MODEL_CALL] is True
+    assert attrs(server_span)[A.NESTED_STEP] is True
     assert attrs(server_span)[A.SESSION_ID] == "s1"  # no stray session for the server half
     assert tracing.verdict("s1").steps == 1
 

@@ -47,5 +47,5 @@ def test_one_step_per_call_whichever_wraps_outside(ours_first):
             assert all(s.instrumentation_scope.name.startswith("opentelemetry.") for s in chat_spans)
         else:  # ours is outside: the official span nests inside and is flagged, not counted
             assert len(chat_spans) == 4
-            nested = [s for s in chat_spans if s.attributes.get(A.NESTED_MODEL_CALL)]
+            nested = [s for s in chat_spans if s.attributes.get(A.NESTED_STEP)]
             assert len(nested) == 2

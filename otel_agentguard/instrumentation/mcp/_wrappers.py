@@ -480,7 +480,7 @@ def _plan(kind: Any, attributes: Mapping[str, Any], parent: Any) -> tuple[dict[s
         if twin is not None:
             # The server half of a client span in this process that is already the step.
             # Marked nested (counted once, like a model call seen by two instrumentations).
-            extra: dict[str, Any] = {A.NESTED_MODEL_CALL: True}
+            extra: dict[str, Any] = {A.NESTED_STEP: True}
             if twin.session_id:
                 extra[A.SESSION_ID] = twin.session_id
             return extra, None, _SERVER
