@@ -15,7 +15,7 @@ and the judge still sees exactly one model step.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +110,24 @@ class ModelCall:
             return
         with trace.use_span(self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
             yield
+
+    def run(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call the provider with our span current; an exception ends the call and propagates."""
+        try:
+            with self.activated():
+                return wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self.finish(None, exc)
+            raise
+
+    async def run_async(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """:meth:`run` for a coroutine function."""
+        try:
+            with self.activated():
+                return await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            self.finish(None, exc)
+            raise
 
     def finish(self, result: ModelResult | None, error: BaseException | None = None) -> None:
         """Record the outcome and end our span. Idempotent: streams may end several ways."""

@@ -141,12 +141,7 @@ def messages_create(context: InstrumentationContext) -> Wrapper:
         call = _start(context, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
-        try:
-            with call.activated():
-                returned = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.finish(None, exc)
-            raise
+        returned = call.run(wrapped, args, kwargs)
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(_message(returned)))
@@ -162,12 +157,7 @@ def async_messages_create(context: InstrumentationContext) -> Wrapper:
         call = _start(context, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
-        try:
-            with call.activated():
-                returned = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.finish(None, exc)
-            raise
+        returned = await call.run_async(wrapped, args, kwargs)
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(await _async_message(returned)))

@@ -246,12 +246,7 @@ def generate_wrapper(context: InstrumentationContext) -> Wrapper:
             _internal_errors.report("langchain.chat.start", exc)
         if call is None:
             return wrapped(*args, **kwargs)
-        with call.activated():
-            try:
-                chat_result = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                call.finish(None, exc)
-                raise
+        chat_result = call.run(wrapped, args, kwargs)
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
         after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result
@@ -274,12 +269,7 @@ def agenerate_wrapper(context: InstrumentationContext) -> Wrapper:
             _internal_errors.report("langchain.chat.start", exc)
         if call is None:
             return await wrapped(*args, **kwargs)
-        with call.activated():
-            try:
-                chat_result = await wrapped(*args, **kwargs)
-            except BaseException as exc:
-                call.finish(None, exc)
-                raise
+        chat_result = await call.run_async(wrapped, args, kwargs)
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
         after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result

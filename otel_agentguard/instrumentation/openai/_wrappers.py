@@ -116,12 +116,7 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
             call = _start(context, kwargs, api, repaired)
             if call is None:
                 return wrapped(*args, **kwargs)
-            try:
-                with call.activated():
-                    returned = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                call.finish(None, exc)
-                raise
+            returned = call.run(wrapped, args, kwargs)
             returned = _finish(call, returned, kwargs, api)
             if kwargs.get("stream") is not True:
                 after_model_call()
@@ -139,12 +134,7 @@ def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callab
             call = _start(context, kwargs, api, repaired)
             if call is None:
                 return await wrapped(*args, **kwargs)
-            try:
-                with call.activated():
-                    returned = await wrapped(*args, **kwargs)
-            except BaseException as exc:
-                call.finish(None, exc)
-                raise
+            returned = await call.run_async(wrapped, args, kwargs)
             returned = _finish(call, returned, kwargs, api)
             if kwargs.get("stream") is not True:
                 after_model_call()
