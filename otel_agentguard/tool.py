@@ -69,6 +69,11 @@ def tool(
             signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             signature = None
+        # Only declared parameter names are exported as argument keys; **kwargs keys are counted.
+        declared = frozenset(
+            key for key, parameter in (signature.parameters.items() if signature else ())
+            if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        ) | ({"args"} if signature is None else frozenset())
         tracer = trace.get_tracer("otel_agentguard", __version__, tracer_provider)
         span_name = f"{A.OP_EXECUTE_TOOL} {tool_name}"
 
@@ -78,7 +83,7 @@ def tool(
             try:
                 policy = active_policy()
                 attributes = tool_start_attributes(
-                    tool_name, _arguments(signature, args, kwargs), policy, effect=effect
+                    tool_name, _arguments(signature, args, kwargs), policy, effect=effect, declared=declared
                 )
                 attributes["gen_ai.tool.type"] = "function"
             except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
