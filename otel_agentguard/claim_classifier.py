@@ -1,0 +1,117 @@
+"""A stronger judge of claims, plugged in by the policy: ``[claims] classifier = "module:function"``.
+
+The function is called as ``function(text, found)``: ``text`` is the final answer, ``found``
+the claim categories the built-in rules found (empty when the classifier is used
+``instead`` of them). It returns the answer's claim categories (``["write"]`` or ``[]``),
+``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
+
+It runs on a worker thread of its own, never inside the span processor, and is given a time
+budget (``classifier_timeout_ms``): a classifier that is late, raises or returns something
+unusable is ignored for that answer (the rules' verdict stands) and reported once in the log.
+A small local model or a call to an LLM fits here; see docs/fake-completion.md.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from otel_agentguard import _internal_errors
+
+logger = logging.getLogger(__name__)
+
+AFTER = "after"  # the rules run first; the classifier sees their verdict and has the last word
+INSTEAD = "instead"  # the classifier decides alone; the rules only stand in when it fails
+MODES = (AFTER, INSTEAD)
+DEFAULT_TIMEOUT_MS = 2000
+_WORKERS = 2
+
+
+class ClassifierLoadError(ValueError):
+    """The ``module:function`` cannot be imported or is not callable."""
+
+
+def load_callable(target: str) -> Callable[..., Any]:
+    """Import ``module:function`` (``module:object.attribute`` works too)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ClassifierLoadError(f"expected 'module:function', got {target!r}")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # deliberate: any import failure is the user's to see, in one line
+        raise ClassifierLoadError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise ClassifierLoadError(f"{module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise ClassifierLoadError(f"{target!r} is not callable")
+    return found  # type: ignore[no-any-return]
+
+
+class ClaimClassifier:
+    """A user's callable, called with a time budget on a worker thread; fails open."""
+
+    def __init__(self, function: Callable[..., Any], *, mode: str = AFTER,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, name: str = ""):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.function = function
+        self.mode = mode
+        self.timeout_s = timeout_ms / 1000.0
+        self.name = name or getattr(function, "__qualname__", repr(function))
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def classify(self, text: str, found: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The classifier's categories, or None when it has no (usable, timely) answer."""
+        try:
+            future = self._pool().submit(self.function, text, found)
+        except Exception as exc:  # deliberate: an interpreter shutting down, a broken pool
+            _internal_errors.report("claims.classifier", exc)
+            return None
+        try:
+            answer = future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            _internal_errors.report("claims.classifier.timeout")
+            return None
+        except Exception as exc:  # deliberate: the user's code failing must not reach the agent
+            _internal_errors.report("claims.classifier", exc)
+            return None
+        return _categories(answer)
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        # Threads do not survive a fork: a child process builds its own pool.
+        pid = os.getpid()
+        executor = self._executor
+        if executor is None or self._pid != pid:
+            with self._lock:
+                if self._executor is None or self._pid != pid:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=_WORKERS, thread_name_prefix="agentguard-claims")
+                    self._pid = pid
+                executor = self._executor
+        return executor
+
+
+def _categories(answer: Any) -> tuple[str, ...] | None:
+    from otel_agentguard.claims import WRITE
+
+    if answer is None:
+        return None
+    if isinstance(answer, bool):
+        return (WRITE,) if answer else ()
+    if isinstance(answer, str):
+        return (answer,) if answer else ()
+    if isinstance(answer, Iterable):
+        values = [value for value in answer if isinstance(value, str) and value]
+        return tuple(sorted(set(values)))
+    _internal_errors.report("claims.classifier.answer")
+    return None
