@@ -172,22 +172,41 @@ _EN_DATE = re.compile(
 )
 
 
+_IRREGULAR_STEMS = {
+    "send": "sent", "resend": "resent", "set": "set", "reset": "reset", "put": "put", "pay": "paid",
+    "repay": "repaid", "prepay": "prepaid", "make": "made", "remake": "remade", "give": "gave given",
+    "take": "took taken", "freeze": "froze frozen", "unfreeze": "unfroze unfrozen", "split": "split",
+    "cut": "cut", "shut": "shut", "build": "built", "rebuild": "rebuilt", "buy": "bought", "sell": "sold",
+    "write": "wrote written", "rewrite": "rewrote rewritten", "hold": "held", "keep": "kept",
+    "lend": "lent", "withdraw": "withdrew withdrawn", "undo": "undid undone", "redo": "redid redone",
+    "draw": "drew drawn", "choose": "chose chosen", "begin": "began begun", "run": "ran run",
+    "rerun": "reran rerun", "lay": "laid", "lead": "led", "hang": "hung", "show": "showed shown",
+    "throw": "threw thrown", "override": "overrode overridden", "overwrite": "overwrote overwritten",
+    "bring": "brought", "spend": "spent", "break": "broke broken", "forgive": "forgave forgiven",
+    "bind": "bound", "rebind": "rebound", "strike": "struck", "sweep": "swept", "feed": "fed",
+    "stick": "stuck", "deal": "dealt", "get": "got gotten", "do": "did done",
+}
+
+
 def past_forms(word: str) -> set[str]:
-    """The past forms of a vocabulary word (a verb stem or already a past form)."""
+    """The past forms of a vocabulary word: a verb stem ("move") or a past form ("rescheduled").
+    Chinese words are kept as they are. The stem itself is left out: "I can move it" is no claim."""
     word = word.lower().strip()
-    if not word or _CJK.search(word):
-        return {word} if word else set()
-    forms = {word}
-    if word.endswith("ed") or word in _IRREGULAR_PAST:
-        return forms
+    if not word:
+        return set()
+    if _CJK.search(word):
+        return {word}
+    if word in _IRREGULAR_STEMS:
+        return set(_IRREGULAR_STEMS[word].split())
+    if word in _IRREGULAR_PAST or (word.endswith("ed") and not word.endswith("eed")):
+        return {word}
     if word.endswith("e"):
-        forms.add(word + "d")
-    elif word.endswith("y") and len(word) > 2 and word[-2] not in "aeiou":
-        forms.add(word[:-1] + "ied")
-    else:
-        forms.add(word + "ed")
-        if re.fullmatch(r"[a-z]*[^aeiou][aeiou][bdgkmnprt]", word):
-            forms.add(word + word[-1] + "ed")
+        return {word + "d"}
+    if word.endswith("y") and len(word) > 2 and word[-2] not in "aeiou":
+        return {word[:-1] + "ied"}
+    forms = {word + "ed"}
+    if re.fullmatch(r"[a-z]*[^aeiou][aeiou][bdgmnprt]", word):
+        forms.add(word + word[-1] + "ed")  # "stop" -> "stopped"; "comp" -> "comped" stays too
     return forms
 
 
@@ -298,9 +317,6 @@ class EnglishRules:
             return HEADLINE, found.start(1), ""
         if read_only_at is not None:
             return READ_ONLY, read_only_at, ""
-        for word in re.finditer(r"[a-z][a-z-]*", text):
-            if word.group(0) in vocabulary and word.group(0) != "done":
-                return VOCABULARY, word.start(), ""
         return None
 
 

@@ -92,9 +92,11 @@ class ClaimDetector:
         self.classifier = classifier
 
     def detect(self, text: str) -> tuple[str, ...]:
-        if _classifier_everywhere.get():
-            return self.judge(text)
-        return self.explain(text).categories
+        return self.verdict(text).categories
+
+    def verdict(self, text: str) -> ClaimVerdict:
+        """:meth:`explain`, with the classifier only where it may block (see :func:`classifier_everywhere`)."""
+        return self.explain(text, use_classifier=_classifier_everywhere.get())
 
     def judge(self, text: str) -> tuple[str, ...]:
         return self.explain(text, use_classifier=True).categories
