@@ -190,12 +190,13 @@ _IRREGULAR_STEMS = {
 
 def past_forms(word: str) -> set[str]:
     """The past forms of a vocabulary word: a verb stem ("move") or a past form ("rescheduled").
-    Chinese words are kept as they are. The stem itself is left out: "I can move it" is no claim."""
+    Chinese words are kept as they are. The stem itself is left out ("I can move it" is no
+    claim) unless it is written ``=word``: "=sublet" is a past form as it stands."""
     word = word.lower().strip()
     if not word:
         return set()
-    if _CJK.search(word):
-        return {word}
+    if _CJK.search(word) or word.startswith("="):
+        return {word.lstrip("=")}
     if word in _IRREGULAR_STEMS:
         return set(_IRREGULAR_STEMS[word].split())
     if word in _IRREGULAR_PAST or (word.endswith("ed") and not word.endswith("eed")):
