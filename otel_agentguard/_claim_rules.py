@@ -114,7 +114,7 @@ _NOT_AN_ACT = frozenset("""
     delayed arrived departed
 """.split())
 _READ_ONLY = frozenset("""
-    found checked verified reviewed searched confirmed double-checked rechecked read looked
+    went gone found checked verified reviewed searched confirmed double-checked rechecked read looked
     compared investigated examined inspected viewed researched queried located identified
     traced tracked monitored analyzed analysed browsed scanned consulted assessed evaluated
     tested
@@ -135,12 +135,21 @@ _FIRST_PERSON = re.compile(
     rf"\b(?:i|we)(?:'ve|'d|\s+have|\s+had)?\s+(?:{_EN_ADVERB}\s+)*"
     rf"(?:(?:went|gone|go)\s+ahead\s+and\s+(?:{_EN_ADVERB}\s+)*)?([a-z][a-z-]*)",
 )
+# "I was able to get it approved", "we managed to rebook you": the act is the verb that follows.
+_FIRST_PERSON_ABLE = re.compile(
+    rf"\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*(?:was|were|been)\s+able\s+to\s+([a-z][a-z-]*)"
+    rf"|\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*managed\s+to\s+([a-z][a-z-]*)"
+)
+_READ_ONLY_STEMS = frozenset("check look find verify review search confirm see read compare investigate examine inspect "
+                             "view research locate identify trace track monitor browse scan consult assess "
+                             "evaluate test reach speak talk understand".split())
 _COORDINATED = re.compile(rf"\b(?:and|then|&)\s+(?:{_EN_ADVERB}\s+)*(?:(?:have|'ve)\s+)?([a-z][a-z-]*)")
 _PASSIVE = re.compile(
     rf"\b(has|have|had|'s|'ve|is|are|was|were)\s+(?:{_EN_ADVERB}\s+)*(been\s+)?(?:{_EN_ADVERB}\s+)*([a-z][a-z-]*)",
 )
 _SUCCESS = re.compile(r"\bsuccessfully\s+([a-z][a-z-]*)|\b([a-z][a-z-]*)\s+successfully\b")
-_HEADLINE = re.compile(r"^(?:the\s+|your\s+)?(?:[a-z0-9#'-]+\s+){0,3}?([a-z][a-z-]*ed|[a-z]+)(?:\s+successfully)?[\s.!✅]*$")
+_HEADLINE = re.compile(r"^(?:the\s+|your\s+)?(?:[a-z0-9#'-]+\s+){1,3}?([a-z][a-z-]*ed|[a-z]+)(?:\s+successfully)?[\s.!✅]*$")
+_FINITE = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|be|been|do|does|did)\b|'s\b")
 _PRONOUN = re.compile(r"^(?:i|we|you|they|it|he|she|this|that|there|here)\b")
 _MARKER = re.compile(
     r"^(?:done(?:\s+and\s+done)?|all\s+(?:done|set|sorted|good)|(?:you|we)(?:'re|\s+are)\s+all\s+set|"
@@ -223,9 +232,17 @@ def _is_past(word: str, vocabulary: frozenset[str]) -> bool:
 _NOT_PAST_ED = frozenset("hundred sacred naked wicked kindred embed shred".split())
 
 
+# "un" + participle is a state ("unpaid", "unused") unless the verb itself takes "un-".
+_UN_VERBS = ("block", "lock", "subscrib", "froz", "freez", "link", "paus", "pin", "install", "did", "done",
+             "follow", "mut", "hid", "archiv", "enroll", "enrol", "register", "flag", "bann", "suspend",
+             "merg", "publish", "shar", "list", "tagg", "assign", "bound")
+
+
 def _is_act(word: str, vocabulary: frozenset[str]) -> bool:
     if word in vocabulary:
         return True
+    if word.startswith("un") and not word[2:].startswith(_UN_VERBS):
+        return False
     return _is_past(word, vocabulary) and word not in _NOT_AN_ACT
 
 
@@ -269,6 +286,12 @@ class EnglishRules:
         """The claim-shaped structure of a clause: (rule, where its verb starts, passive kind)."""
         vocabulary = self.vocabulary
         read_only_at = None
+        for found in _FIRST_PERSON_ABLE.finditer(text):
+            verb = found.group(1) or found.group(2)
+            if verb in _READ_ONLY_STEMS:
+                read_only_at = found.start()
+            else:
+                return FIRST_PERSON, found.start(), ""
         for found in _FIRST_PERSON.finditer(text):
             verb = found.group(1)
             if verb == "made" and text.startswith("sure", found.end() + 1):
@@ -314,7 +337,7 @@ class EnglishRules:
             if _is_act(verb, vocabulary):
                 return SUCCESS, found.start(), ""
         found = _HEADLINE.search(text)
-        if found and not _PRONOUN.search(text) and _is_act(found.group(1), vocabulary):
+        if found and not _PRONOUN.search(text) and not _FINITE.search(text) and _is_act(found.group(1), vocabulary):
             return HEADLINE, found.start(1), ""
         if read_only_at is not None:
             return READ_ONLY, read_only_at, ""
@@ -326,7 +349,7 @@ _PRONOUN_SUBJECT_BEFORE = re.compile(r"\b(?:i|it|this|that|there)\s*$")
 
 # --- Chinese ------------------------------------------------------------------------------
 _ZH_READ_ONLY = "查询|查看|查到|查了|查过|查|核实|核对|核查|了解|确认|看了|看过|搜索|检查|审阅|浏览|收到"
-_ZH_STATE = "满|售罄|过期|超过|超出|到期|失效|是|有|在|成为|达到|逾期|经过|知道|开始|结束|不|没|无"
+_ZH_STATE = "截止|满|售罄|售完|用完|用尽|过期|超过|超出|到期|失效|是|有|在|成为|达到|逾期|经过|知道|开始|结束|不|没|无"
 _ZH_BENEFACTIVE = r"(?:(?:重新|全额|全部|顺利|成功|立即|马上|都|也|已|经|帮|为|给|替|向)(?:您|你|客户|大家)?)*"
 _ZH_ALREADY = re.compile(rf"已(?:经)?{_ZH_BENEFACTIVE}")
 _ZH_FIRST_PERSON = re.compile(r"我|咱们|^\W*(?:帮|给|为|替)(?:您|你)")
