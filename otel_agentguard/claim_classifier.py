@@ -2,7 +2,8 @@
 
 The function is called as ``function(text, found)``: ``text`` is the final answer, ``found``
 the claim categories the built-in rules found (empty when the classifier is used
-``instead`` of them). It returns the answer's claim categories (``["write"]`` or ``[]``),
+``instead`` of them). With ``confirm`` it is asked only about answers the rules call a
+claim, so it can veto an alarm but costs nothing on other answers. It returns the answer's claim categories (``["write"]`` or ``[]``),
 ``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
 
 It runs on a worker thread of its own, never inside the span processor, and is given a time
@@ -26,8 +27,9 @@ from otel_agentguard import _internal_errors
 logger = logging.getLogger(__name__)
 
 AFTER = "after"  # the rules run first; the classifier sees their verdict and has the last word
+CONFIRM = "confirm"  # as "after", but only for answers the rules call a claim: a second opinion before an alarm
 INSTEAD = "instead"  # the classifier decides alone; the rules only stand in when it fails
-MODES = (AFTER, INSTEAD)
+MODES = (AFTER, CONFIRM, INSTEAD)
 DEFAULT_TIMEOUT_MS = 2000
 _WORKERS = 2
 

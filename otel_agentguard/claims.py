@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from otel_agentguard import _claim_rules as rules
-from otel_agentguard.claim_classifier import AFTER, ClaimClassifier
+from otel_agentguard.claim_classifier import CONFIRM, INSTEAD, ClaimClassifier
 
 WRITE = "write"
 CLAIM_CATEGORIES = (WRITE,)  # what a claim can assert; fake_completion checks "write" against tool contracts
@@ -108,12 +108,12 @@ class ClaimDetector:
         if len(text) > _MAX_TEXT_CHARS:  # claims open or close an answer; bound the work
             text = text[: _MAX_TEXT_CHARS // 2] + "\n" + text[-_MAX_TEXT_CHARS // 2:]
         classifier = self.classifier if use_classifier else None
-        if classifier is not None and classifier.mode != AFTER:
+        if classifier is not None and classifier.mode == INSTEAD:
             decided = classifier.classify(text, ())
             if decided is not None:
                 return ClaimVerdict(decided, CLASSIFIER, None, rules.clause_count(text), decided_by=CLASSIFIER)
         verdict = self._rules(text)
-        if classifier is not None and classifier.mode == AFTER:
+        if classifier is not None and classifier.mode != INSTEAD and (verdict.categories or classifier.mode != CONFIRM):
             decided = classifier.classify(text, verdict.categories)
             if decided is not None and decided != verdict.categories:
                 return ClaimVerdict(decided, CLASSIFIER, verdict.clause, verdict.clauses, verdict.findings, CLASSIFIER)

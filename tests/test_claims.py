@@ -386,3 +386,50 @@ def test_cli_claims_prints_the_verdict_clause_and_rule(capsys: pytest.CaptureFix
     assert run(["claims", "--format", "json", "The booking was cancelled by the hotel."]) == 0
     (verdict,) = json.loads(capsys.readouterr().out)
     assert verdict["claim"] is False and verdict["rule"] == "third_party" and verdict["clause"] == 1
+
+
+def test_classifier_confirm_is_asked_only_about_claims_and_may_veto() -> None:
+    policy = _classifier_policy("says_write_when_comped", classifier_mode="confirm")
+    CALLS.clear()
+    assert policy.claims.judge("Your dessert is comped tonight.") == ()  # rules: no claim, so not asked
+    assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)
+    assert CALLS == [("I've cancelled the booking.", (WRITE,))]
+    assert _classifier_policy("vetoes_everything", classifier_mode="confirm").claims.judge("I've cancelled it.") == ()
+
+
+def test_the_classifier_judges_in_replay_and_live(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+    from otel_agentguard.replay import replay_files
+    from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
+    from otel_agentguard.testing import GuardedTracing
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "comp_judge.py").write_text(
+        "def classify(text, found):\n    return ['write'] if 'comped' in text else list(found)\n")
+    (tmp_path / "policy.toml").write_text(
+        '[tools.get_order]\neffect = "read"\n[claims]\nclassifier = "comp_judge:classify"\n')
+    answer = "Your dessert is comped tonight."
+    (tmp_path / "run.yaml").write_text(
+        "policy: policy.toml\nsessions:\n  - id: comped\n    steps:\n"
+        "      - {tool: get_order, args: {order: A1}, result: ok}\n"
+        f"      - {{answer: \"{answer}\"}}\n")
+    from otel_agentguard.policy import load_policy
+
+    policy = load_policy(tmp_path / "policy.toml")
+    assert policy.claims.detect(answer) == ()  # the rules alone see a state
+    ((_, replayed),) = replay_files([tmp_path / "run.yaml"], policy)
+    assert replayed.stop_reason == "fake_completion"
+
+    with GuardedTracing(policy) as tracing:
+        OpenAIInstrumentor().instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            with ScriptedModelServer(turns(Turn.answer(answer))) as server, tracing.session("live"):
+                client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+                client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            OpenAIInstrumentor().uninstrument()
+    assert tracing.verdict("live").stop_reason == "fake_completion"
+    (alert,) = tracing.verdict("live").alerts
+    assert "rule classifier" in alert.detail
