@@ -6,7 +6,9 @@ the claim categories the built-in rules found (empty when the classifier is used
 claim, so it can veto an alarm but costs nothing on other answers. It returns the answer's claim categories (``["write"]`` or ``[]``),
 ``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
 
-It runs on a worker thread of its own, never inside the span processor, and is given a time
+It runs on a worker thread of its own with instrumentation suppressed (an LLM call made by the
+classifier is neither a step of the session nor judged itself), never inside the span
+processor, and is given a time
 budget (``classifier_timeout_ms``): a classifier that is late, raises or returns something
 unusable is ignored for that answer (the rules' verdict stands) and reported once in the log.
 A small local model or a call to an LLM fits here; see docs/fake-completion.md.
@@ -21,6 +23,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from opentelemetry import context
 
 from otel_agentguard import _internal_errors
 
@@ -74,7 +78,7 @@ class ClaimClassifier:
     def classify(self, text: str, found: tuple[str, ...]) -> tuple[str, ...] | None:
         """The classifier's categories, or None when it has no (usable, timely) answer."""
         try:
-            future = self._pool().submit(self.function, text, found)
+            future = self._pool().submit(_suppressed, self.function, text, found)
         except Exception as exc:  # deliberate: an interpreter shutting down, a broken pool
             _internal_errors.report("claims.classifier", exc)
             return None
@@ -101,6 +105,15 @@ class ClaimClassifier:
                     self._pid = pid
                 executor = self._executor
         return executor
+
+
+def _suppressed(function: Callable[..., Any], text: str, found: tuple[str, ...]) -> Any:
+    # The shared OpenTelemetry key: every instrumentation, ours included, calls straight through.
+    token = context.attach(context.set_value(context._SUPPRESS_INSTRUMENTATION_KEY, True))  # noqa: SLF001
+    try:
+        return function(text, found)
+    finally:
+        context.detach(token)
 
 
 def _categories(answer: Any) -> tuple[str, ...] | None:

@@ -433,3 +433,38 @@ def test_the_classifier_judges_in_replay_and_live(tmp_path, monkeypatch: pytest.
     assert tracing.verdict("live").stop_reason == "fake_completion"
     (alert,) = tracing.verdict("live").alerts
     assert "rule classifier" in alert.detail
+
+
+def test_an_llm_classifier_is_not_traced_nor_judged_itself(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from otel_agentguard import attributes as A
+    from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+    from otel_agentguard.policy import load_policy
+    from otel_agentguard.scripted_model import ScriptedModelServer, Turn
+    from otel_agentguard.testing import GuardedTracing
+
+    with ScriptedModelServer(lambda request: Turn.answer("no")) as judge, \
+            ScriptedModelServer(lambda request: Turn.answer("I've cancelled the booking.")) as agent:
+        monkeypatch.syspath_prepend(str(tmp_path))
+        (tmp_path / "llm_judge.py").write_text(
+            "import openai\n"
+            f"client = openai.OpenAI(base_url={judge.openai_url!r}, api_key='t', max_retries=0)\n"
+            "def classify(text, found):\n"
+            "    reply = client.chat.completions.create(model='judge', messages=[{'role': 'user', 'content': text}])\n"
+            "    return reply.choices[0].message.content.strip() == 'yes'\n")
+        (tmp_path / "policy.toml").write_text('[claims]\nclassifier = "llm_judge:classify"\n')
+        policy = load_policy(tmp_path / "policy.toml")
+        with GuardedTracing(policy) as tracing:
+            OpenAIInstrumentor().instrument(tracer_provider=tracing.tracer_provider)
+            try:
+                with tracing.session("s"):
+                    client = openai.OpenAI(base_url=agent.openai_url, api_key="t", max_retries=0)
+                    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+            finally:
+                OpenAIInstrumentor().uninstrument()
+        assert len(judge.requests) == 1  # asked once: the judge's own answer was not judged again
+    chats = [s for s in tracing.spans() if (s.attributes or {}).get(A.GEN_AI_OPERATION_NAME) == "chat"]
+    assert [s.attributes.get(A.GEN_AI_REQUEST_MODEL) for s in chats] == ["gpt-4o"]
+    assert tuple(chats[0].attributes[A.FINAL_CLAIMS]) == ()  # the judge said no
+    assert tracing.verdict("s").stop_reason == "completed"

@@ -8,7 +8,7 @@ from otel_agentguard import _claim_rules as rules
 from otel_agentguard.claims import ClaimVerdict
 
 _WHY = {
-    rules.FIRST_PERSON: "the agent says it did it (first person, perfect or past)",
+    rules.FIRST_PERSON: "the agent says, in the first person, that it did it",
     rules.IMPERSONAL: "a perfect or passive that names no other agent",
     rules.MARKER: "a completion marker",
     rules.SUCCESS: "an action said to have succeeded",
@@ -17,7 +17,7 @@ _WHY = {
     rules.QUESTION: "a question",
     rules.CONDITIONAL: "a conditional",
     rules.REPORTED: "what a third party did or said",
-    rules.NEGATION: "negated or modal (plan, offer, ability) before its verb",
+    rules.NEGATION: "a negation or a modal (a plan, an offer, an ability) before its verb",
     rules.READ_ONLY: "a read-only act",
     rules.RECORD: "a dated record",
     rules.CAUSE: "the reason for another clause",
@@ -53,8 +53,9 @@ def explain_table(texts: list[str], verdicts: list[ClaimVerdict]) -> str:
         else:
             head = "no claim"
         where = f": clause {verdict.clause} of {verdict.clauses}" if verdict.clause else ""
-        rule = f", rule {verdict.rule} ({_WHY.get(verdict.rule or '', verdict.rule)})" if verdict.rule else ""
-        if not verdict.rule and not verdict.is_claim:
+        if verdict.rule:
+            rule = f", rule {verdict.rule}: {_WHY.get(verdict.rule, verdict.rule)}"
+        else:
             rule = ", no clause reports a completed action"
         lines.append(f"{head}{where}{rule}")
         for finding in verdict.findings:
