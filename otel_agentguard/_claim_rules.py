@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # --- rule names (what `agentguard claims` prints and the alert detail names) ---------------
 FIRST_PERSON = "first_person"  # "I've moved ...", "我帮您改了 ..."
@@ -44,47 +44,59 @@ class ClauseFinding:
     clause: int  # 1-based position among the answer's clauses
     claim: bool
     rule: str
-    start: int  # character offsets of the clause in the (bounded) text
-    end: int
+    text: str = field(repr=False)  # in process only (``agentguard claims`` shows it); never exported
 
 
 # --- cutting the text ------------------------------------------------------------------------
+# A sentence ends at . ! ? before a space or the end (not "3.5", "$120.50"), at Chinese end marks
+# and at line breaks.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[。！？]+|\n")
 # Clause breaks inside a sentence: commas, semicolons, dashes, brackets, and the conjunctions
 # that open a new clause. Never a colon: "I could not do the following: cancel it" stays one scope.
 _EN_CLAUSE_BREAK = re.compile(
-    r"\s*(?:[,;()]|\s[-–—]\s|—|–)\s*"
-    r"|\s+(?=(?:but|so|because|since|although|though|however|whereas|while)\b)"
-    r"|\s+(?=and\s+(?:i|we)\b)",
-    re.IGNORECASE,
+    r"[,;()]|\s[-–—]\s|[—–]|\s(?=(?:but|so|because|since|although|though|however|whereas|while)\b)"
+    r"|\s(?=and\s+(?:i|we)\b)"
 )
 _ZH_CLAUSE_BREAK = re.compile(r"[，,；;、（）()—]|(?=但是|不过|所以|因为|由于)")
+_MAX_CLAUSES = 400  # an answer with more is read in its first and last clauses only
+_MAX_CLAUSE_CHARS = 400  # a claim's verb sits near its clause's start: bound the regex work
 
 
-def split_clauses(text: str) -> list[tuple[int, int, int]]:
-    """(sentence index, start, end) for every non-empty clause, in order."""
-    clauses: list[tuple[int, int, int]] = []
+@dataclass(frozen=True)
+class Clause:
+    sentence: int  # 0-based index of its sentence
+    start: int
+    end: int
+    sentence_start: int
+    sentence_end: int
+
+
+def split_clauses(text: str) -> list[Clause]:
+    """Every non-empty clause, in order (at most ``_MAX_CLAUSES``: the first and last ones)."""
+    clauses: list[Clause] = []
     for index, (start, end) in enumerate(_sentences(text)):
         breaker = _ZH_CLAUSE_BREAK if _CJK.search(text, start, end) else _EN_CLAUSE_BREAK
         position = start
         for brk in breaker.finditer(text, start, end):
-            if text[position:brk.start()].strip():
-                clauses.append((index, position, brk.start()))
-            position = brk.end()
-        if text[position:end].strip():
-            clauses.append((index, position, end))
+            if brk.start() > position and not text[position:brk.start()].isspace():
+                clauses.append(Clause(index, position, brk.start(), start, end))
+            position = max(brk.end(), position)
+        if end > position and not text[position:end].isspace():
+            clauses.append(Clause(index, position, end, start, end))
+    if len(clauses) > _MAX_CLAUSES:
+        half = _MAX_CLAUSES // 2
+        clauses = clauses[:half] + clauses[-half:]
     return clauses
 
 
 def _sentences(text: str) -> Iterable[tuple[int, int]]:
-    """A sentence ends at . ! ? before a space or the end (not "3.5", "$120.50"), at Chinese
-    end marks and at line breaks."""
     position = 0
-    for found in re.finditer(r"[.!?](?=\s|$)+|[。！？]|\n", text):
+    for found in _SENTENCE_END.finditer(text):
         end = found.end()
-        if text[position:end].strip():
+        if end > position and not text[position:end].isspace():
             yield position, end
         position = end
-    if text[position:].strip():
+    if len(text) > position and not text[position:].isspace():
         yield position, len(text)
 
 
@@ -300,7 +312,7 @@ class EnglishRules:
                 return FIRST_PERSON, found.start(1), ""
             if verb in _READ_ONLY or verb == "checked":
                 read_only_at = found.start(1)
-                for more in _COORDINATED.finditer(text, found.end()):
+                for more in _COORDINATED.finditer(text, found.end(), found.end() + 120):
                     if _is_act(more.group(1), vocabulary):
                         return FIRST_PERSON, more.start(1), ""
         for found in _PASSIVE.finditer(text):
@@ -321,7 +333,7 @@ class EnglishRules:
                 continue  # "the airline has rescheduled": an active perfect names its own agent
             if verb in _READ_ONLY:
                 read_only_at = found.start(3)
-                for more in _COORDINATED.finditer(text, found.end()):
+                for more in _COORDINATED.finditer(text, found.end(), found.end() + 120):
                     if _is_act(more.group(1), vocabulary):
                         return IMPERSONAL, more.start(1), "perfect" if been else "past"
                 continue
@@ -447,45 +459,36 @@ class ChineseRules:
         return None
 
 
-def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None) -> list[ClauseFinding]:
-    """Every clause that decided something, in order; stops after the first claim."""
+def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None) -> tuple[list[ClauseFinding], int]:
+    """Every clause that decided something, in order, stopping at the first claim; and the
+    number of clauses."""
     findings: list[ClauseFinding] = []
     lowered = _normalise(text)
     clauses = split_clauses(lowered)
-    sentence_verdicts: dict[int, str | None] = {}
+    excluded_sentence: tuple[int, str | None] = (-1, None)
     previous_sentence = -1
-    for position, (sentence, start, end) in enumerate(clauses, 1):
-        clause = lowered[start:end]
-        rules = chinese if _CJK.search(clause) else english
+    for position, clause in enumerate(clauses, 1):
+        body = lowered[clause.start:min(clause.end, clause.start + _MAX_CLAUSE_CHARS)]
+        rules = chinese if _CJK.search(body) else english
+        first_in_sentence = clause.sentence != previous_sentence
+        previous_sentence = clause.sentence
         if rules is None:
-            previous_sentence = sentence
             continue
-        if sentence not in sentence_verdicts:
-            bounds = _sentence_bounds(clauses, sentence)
-            sentence_verdicts[sentence] = rules.sentence_exclusion(lowered[bounds[0]:bounds[1]])
-        decided = rules.clause(clause, sentence != previous_sentence)
-        previous_sentence = sentence
+        decided = rules.clause(body, first_in_sentence)
         if decided is None:
             continue
         claim, rule = decided
-        excluded = sentence_verdicts[sentence]
-        if claim and excluded is not None and rule != MARKER:
-            claim, rule = False, excluded
-        elif claim and excluded == QUESTION:
-            claim, rule = False, QUESTION
-        findings.append(ClauseFinding(position, claim, rule, start, end))
+        if claim:
+            if excluded_sentence[0] != clause.sentence:
+                sentence = lowered[clause.sentence_start:clause.sentence_end]
+                excluded_sentence = (clause.sentence, rules.sentence_exclusion(sentence))
+            excluded = excluded_sentence[1]
+            if excluded is not None and (rule != MARKER or excluded == QUESTION):
+                claim, rule = False, excluded
+        findings.append(ClauseFinding(position, claim, rule, text[clause.start:clause.end].strip()))
         if claim:
             break
-    return findings
-
-
-def clause_count(text: str) -> int:
-    return len(split_clauses(_normalise(text)))
-
-
-def _sentence_bounds(clauses: list[tuple[int, int, int]], sentence: int) -> tuple[int, int]:
-    spans = [(start, end) for index, start, end in clauses if index == sentence]
-    return spans[0][0], spans[-1][1]
+    return findings, len(clauses)
 
 
 def _normalise(text: str) -> str:

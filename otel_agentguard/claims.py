@@ -36,7 +36,7 @@ BUILTIN_PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {}
 PATTERN = "policy_pattern"
 CLASSIFIER = "classifier"
 
-_MAX_TEXT_CHARS = 64 * 1024
+_MAX_TEXT_CHARS = 16 * 1024  # claims open or close an answer: its head and tail are read
 # Replay (and `agentguard claims`) may wait for the classifier; the live span processor never does.
 _classifier_everywhere: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "agentguard_claims_classifier_everywhere", default=False)
@@ -111,7 +111,7 @@ class ClaimDetector:
         if classifier is not None and classifier.mode == INSTEAD:
             decided = classifier.classify(text, ())
             if decided is not None:
-                return ClaimVerdict(decided, CLASSIFIER, None, rules.clause_count(text), decided_by=CLASSIFIER)
+                return ClaimVerdict(decided, CLASSIFIER, None, len(rules.split_clauses(text)), decided_by=CLASSIFIER)
         verdict = self._rules(text)
         if classifier is not None and classifier.mode != INSTEAD and (verdict.categories or classifier.mode != CONFIRM):
             decided = classifier.classify(text, verdict.categories)
@@ -120,8 +120,8 @@ class ClaimDetector:
         return verdict
 
     def _rules(self, text: str) -> ClaimVerdict:
-        findings = tuple(rules.find(text, self._english, self._chinese))
-        clauses = rules.clause_count(text)
+        found_in, clauses = rules.find(text, self._english, self._chinese)
+        findings = tuple(found_in)
         if findings and findings[-1].claim:
             last = findings[-1]
             return ClaimVerdict((WRITE,), last.rule, last.clause, clauses, findings)
@@ -154,9 +154,8 @@ def classifier_everywhere() -> Iterator[None]:
 def _clause_at(text: str, offset: int | None) -> int | None:
     if offset is None:
         return None
-    lowered = text.lower()
-    for position, (_, start, end) in enumerate(rules.split_clauses(lowered), 1):
-        if offset < end:
+    for position, clause in enumerate(rules.split_clauses(text.lower()), 1):
+        if offset < clause.end:
             return position
     return None
 

@@ -27,7 +27,7 @@ _WHY = {
 
 
 def _clause_text(text: str, finding: rules.ClauseFinding) -> str:
-    return " ".join(text[finding.start:finding.end].split())
+    return " ".join(finding.text.split())
 
 
 def explain_json(texts: list[str], verdicts: list[ClaimVerdict]) -> list[dict[str, Any]]:
