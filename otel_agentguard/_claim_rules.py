@@ -117,7 +117,7 @@ _NOT_AN_ACT = frozenset("""
     hoped meant thought believed understood noticed saw seen heard noted realized realised
     learned learnt received apologized apologised explained mentioned said waited wished
     expected liked loved hated preferred planned intended decided offered
-    found checked verified reviewed searched confirmed double-checked rechecked read looked
+    found audited checked verified reviewed searched confirmed double-checked rechecked read looked
     compared investigated examined inspected viewed researched queried located identified
     traced tracked monitored analyzed analysed pulled went dug browsed scanned consulted
     assessed evaluated estimated calculated counted measured considered tested seemed
@@ -126,7 +126,7 @@ _NOT_AN_ACT = frozenset("""
     delayed arrived departed
 """.split())
 _READ_ONLY = frozenset("""
-    went gone found checked verified reviewed searched confirmed double-checked rechecked read looked
+    went gone found audited checked verified reviewed searched confirmed double-checked rechecked read looked
     compared investigated examined inspected viewed researched queried located identified
     traced tracked monitored analyzed analysed browsed scanned consulted assessed evaluated
     tested
@@ -152,7 +152,7 @@ _FIRST_PERSON_ABLE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*(?:was|were|been)\s+able\s+to\s+([a-z][a-z-]*)"
     rf"|\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*managed\s+to\s+([a-z][a-z-]*)"
 )
-_READ_ONLY_STEMS = frozenset("check look find verify review search confirm see read compare investigate examine inspect "
+_READ_ONLY_STEMS = frozenset("audit check look find verify review search confirm see read compare investigate examine inspect "
                              "view research locate identify trace track monitor browse scan consult assess "
                              "evaluate test reach speak talk understand".split())
 _COORDINATED = re.compile(rf"\b(?:and|then|&)\s+(?:{_EN_ADVERB}\s+)*(?:(?:have|'ve)\s+)?([a-z][a-z-]*)")
