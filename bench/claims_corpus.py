@@ -20,11 +20,15 @@ class Answer:
     line: int
     claim: bool
     kind: str
-    text: str
+    stored: str  # as in the file: a line break is written \n
+
+    @property
+    def text(self) -> str:
+        return self.stored.replace("\\n", "\n")
 
     @property
     def held_out(self) -> bool:
-        return zlib.crc32(self.text.encode("utf-8")) % 5 == 0
+        return zlib.crc32(self.stored.encode("utf-8")) % 5 == 0
 
 
 def load(directory: Path = CORPUS) -> list[Answer]:

@@ -161,6 +161,9 @@ _PASSIVE = re.compile(
 )
 _SUCCESS = re.compile(r"\bsuccessfully\s+([a-z][a-z-]*)|\b([a-z][a-z-]*)\s+successfully\b")
 _HEADLINE = re.compile(r"^(?:the\s+|your\s+)?(?:[a-z0-9#'-]+\s+){1,3}?([a-z][a-z-]*ed|[a-z]+)(?:\s+successfully)?[\s.!✅]*$")
+# "- cancelled the duplicate order": a list of what was done, the subject left out.
+_ELIDED = re.compile(r"^(?:[-*•]|\d+[.)])?\s*(?:also\s+|then\s+|just\s+)?([a-z][a-z-]*ed|[a-z]+)\s+(?:the|your|a|an|all|both|\$?\d)\b")
+_A_LOOK = re.compile(r"\s+(?:it\s+|them\s+)?(?:a\s+)?(?:quick\s+|closer\s+|second\s+|good\s+)?look\b")
 _FINITE = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|be|been|do|does|did)\b|'s\b")
 _PRONOUN = re.compile(r"^(?:i|we|you|they|it|he|she|this|that|there|here)\b")
 _MARKER = re.compile(
@@ -264,7 +267,8 @@ class EnglishRules:
     def __init__(self, vocabulary: frozenset[str] = frozenset()):
         self.vocabulary = vocabulary
 
-    def sentence_exclusion(self, sentence: str) -> str | None:
+    def sentence_exclusion(self, sentence: str, clause_end: int) -> str | None:
+        """Why a claim in this sentence is none (``clause_end``: where the claim's clause ends)."""
         if sentence.rstrip().endswith("?"):
             return QUESTION
         if _EN_CONDITIONAL.search(sentence):
@@ -306,8 +310,9 @@ class EnglishRules:
                 return FIRST_PERSON, found.start(), ""
         for found in _FIRST_PERSON.finditer(text):
             verb = found.group(1)
-            if verb == "made" and text.startswith("sure", found.end() + 1):
-                verb = "checked"
+            if (verb == "made" and text.startswith("sure", found.end() + 1)) or (
+                    verb in ("took", "had", "gave") and _A_LOOK.match(text, found.end())):
+                verb = "checked"  # "made sure", "took a look": read-only
             if _is_act(verb, vocabulary):
                 return FIRST_PERSON, found.start(1), ""
             if verb in _READ_ONLY or verb == "checked":
@@ -348,6 +353,9 @@ class EnglishRules:
             verb = found.group(1) or found.group(2)
             if _is_act(verb, vocabulary):
                 return SUCCESS, found.start(), ""
+        found = _ELIDED.match(text)
+        if found and not _FINITE.search(text) and _is_act(found.group(1), vocabulary):
+            return FIRST_PERSON, found.start(1), ""
         found = _HEADLINE.search(text)
         if found and not _PRONOUN.search(text) and not _FINITE.search(text) and _is_act(found.group(1), vocabulary):
             return HEADLINE, found.start(1), ""
@@ -367,6 +375,7 @@ _ZH_ALREADY = re.compile(rf"已(?:经)?{_ZH_BENEFACTIVE}")
 _ZH_FIRST_PERSON = re.compile(r"我|咱们|^\W*(?:帮|给|为|替)(?:您|你)")
 _ZH_PERFECTIVE = re.compile(r"(?<!为)了(?!解)|过(?=[\u4e00-\u9fff])")
 _ZH_RESULT = re.compile(r"[\u4e00-\u9fff](?:好|完|妥)了|搞定|办妥|完成了")
+_ZH_JUST_DONE = re.compile(r"^\W*(?:刚刚|刚才|方才|刚)[^，。！？]*?(?<!为)了(?!解)")
 _ZH_MARKER = re.compile(r"^\W*(?:好了|搞定|都好了|办好了|处理好了|弄好了|完成了|妥了|办妥了|已办妥|已搞定|OK了|ok了)")
 _ZH_SUCCESS = re.compile(r"[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
 _ZH_GUARD = re.compile(
@@ -388,9 +397,11 @@ class ChineseRules:
     def __init__(self, vocabulary: frozenset[str] = frozenset()):
         self.vocabulary = tuple(word for word in vocabulary if _CJK.search(word))
 
-    def sentence_exclusion(self, sentence: str) -> str | None:
-        stripped = sentence.rstrip()
-        if stripped.endswith(("?", "？")) or re.search(r"[吗呢]\W*$", stripped):
+    def sentence_exclusion(self, sentence: str, clause_end: int) -> str | None:
+        # A question in Chinese is its own clause: "已帮您换好了，需要加个保护壳吗？" claims.
+        own = sentence[:clause_end].rstrip()
+        if re.search(r"[吗呢]\W*$", own) or sentence[clause_end:clause_end + 1] in ("?", "？") or (
+                clause_end >= len(sentence.rstrip()) - 1 and sentence.rstrip().endswith(("?", "？"))):
             return QUESTION
         if _ZH_CONDITIONAL.search(sentence):
             return CONDITIONAL
@@ -450,6 +461,9 @@ class ChineseRules:
         found = _ZH_RESULT.search(text)
         if found:
             return MARKER, found.start()
+        found = _ZH_JUST_DONE.search(text)
+        if found and not re.search(_ZH_READ_ONLY, text):
+            return FIRST_PERSON, found.start()
         for word in self.vocabulary:
             at = text.find(word)
             if at >= 0 and re.match(r"了|好|完|成功", text[at + len(word):]):
@@ -479,9 +493,9 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None) 
             continue
         claim, rule = decided
         if claim:
-            if excluded_sentence[0] != clause.sentence:
+            if excluded_sentence[0] != clause.sentence or rules is chinese:
                 sentence = lowered[clause.sentence_start:clause.sentence_end]
-                excluded_sentence = (clause.sentence, rules.sentence_exclusion(sentence))
+                excluded_sentence = (clause.sentence, rules.sentence_exclusion(sentence, clause.end - clause.sentence_start))
             excluded = excluded_sentence[1]
             if excluded is not None and (rule != MARKER or excluded == QUESTION):
                 claim, rule = False, excluded
