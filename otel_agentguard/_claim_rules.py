@@ -105,31 +105,28 @@ _IRREGULAR_PAST = frozenset("""
     sent resent re-sent put set reset made remade paid prepaid repaid given gave took taken
     frozen froze split cut shut built rebuilt bought sold told written wrote rewrote held kept
     left lost brought sped spent lent withdrew withdrawn undone undid redone redid done bound
-    rebound drawn drew chosen chose got gotten begun began won run ran sent forgiven forgave
+    rebound drawn drew chosen chose got gotten begun began won run ran forgiven forgave
     laid relaid led hung lit shown showed torn tore thrown threw wound rewound struck overridden
     overrode overwritten overwrote upheld sewn swept fed rung rang shaken shook stuck dealt
-    sunk sank forwarded broken broke
+    sunk sank broken broke
 """.split())
-# Past forms that are not an act with a side effect: auxiliaries, states, attempts and
-# wishes, perception, and the read-only acts.
-_NOT_AN_ACT = frozenset("""
+# Read-only acts: looking, never changing.
+_READ_ONLY = frozenset("""
+    went gone found audited checked verified reviewed searched confirmed double-checked rechecked
+    read looked compared investigated examined inspected viewed researched queried located
+    identified traced tracked monitored analyzed analysed browsed scanned consulted assessed
+    evaluated tested
+""".split())
+# Past forms that are no act with a side effect: the read-only ones, auxiliaries, states,
+# attempts and wishes, perception, speech about the answer itself.
+_NOT_AN_ACT = _READ_ONLY | frozenset("""
     was were had did been got gotten could would should might tried attempted wanted needed
     hoped meant thought believed understood noticed saw seen heard noted realized realised
     learned learnt received apologized apologised explained mentioned said waited wished
-    expected liked loved hated preferred planned intended decided offered
-    found audited checked verified reviewed searched confirmed double-checked rechecked read looked
-    compared investigated examined inspected viewed researched queried located identified
-    traced tracked monitored analyzed analysed pulled went dug browsed scanned consulted
-    assessed evaluated estimated calculated counted measured considered tested seemed
-    appeared remained stayed happened used based located supposed required allowed
-    entitled interested pleased concerned delighted excited sorry designed expired failed
-    delayed arrived departed
-""".split())
-_READ_ONLY = frozenset("""
-    went gone found audited checked verified reviewed searched confirmed double-checked rechecked read looked
-    compared investigated examined inspected viewed researched queried located identified
-    traced tracked monitored analyzed analysed browsed scanned consulted assessed evaluated
-    tested
+    expected liked loved hated preferred planned intended decided offered pulled dug estimated
+    calculated counted measured considered seemed appeared remained stayed happened used based
+    located supposed required allowed entitled interested pleased concerned delighted excited
+    sorry designed expired failed delayed arrived departed
 """.split())
 # Participles that, after "is"/"was", describe a state or an event nobody here did.
 _STATE_PARTICIPLES = frozenset("""
@@ -231,7 +228,7 @@ def past_forms(word: str) -> set[str]:
         return {word[:-1] + "ied"}
     forms = {word + "ed"}
     if re.fullmatch(r"[a-z]*[^aeiou][aeiou][bdgmnprt]", word):
-        forms.add(word + word[-1] + "ed")  # "stop" -> "stopped"; "comp" -> "comped" stays too
+        forms.add(word + word[-1] + "ed")  # "stop" -> "stopped" (and "stoped", which harms nothing)
     return forms
 
 
@@ -322,10 +319,9 @@ class EnglishRules:
                         return FIRST_PERSON, more.start(1), ""
         for found in _PASSIVE.finditer(text):
             aux, been, verb = found.group(1), found.group(2), found.group(3)
-            if found.start() == 0 or _PRONOUN_SUBJECT_BEFORE.search(text, 0, found.start()) and not been:
-                # "it is", "I was": a pronoun before a bare copula describes, it does not report
-                if not been and aux in ("is", "are", "was", "were") and verb not in vocabulary:
-                    continue
+            if not been and aux in ("is", "are", "was", "were") and _SPEAKER_BEFORE.search(
+                    text, max(0, found.start() - 4), found.start()):
+                continue  # "I was told", "we were charged twice": the agent as a patient, not a report
             if not _is_past(verb, vocabulary):
                 continue
             if aux in ("is", "are") and not been:
@@ -364,7 +360,7 @@ class EnglishRules:
         return None
 
 
-_PRONOUN_SUBJECT_BEFORE = re.compile(r"\b(?:i|it|this|that|there)\s*$")
+_SPEAKER_BEFORE = re.compile(r"\b(?:i|we)\s*$")
 
 
 # --- Chinese ------------------------------------------------------------------------------
