@@ -376,7 +376,8 @@ _ZH_MARKER = re.compile(r"^\W*(?:好了|搞定|都好了|办好了|处理好了|
 _ZH_SUCCESS = re.compile(r"[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
 _ZH_GUARD = re.compile(
     r"未|没|无法|不(?:能|会|可|是|用|需|再|予|允许|行|了|要)|并不|将会|将于|将在|(?<!已)将(?!您|其|它|这|该|积分|文件)|"
-    r"会(?!员|议)|(?<!重)要|想|可以|可能|能|应该|应|需要|需|(?<![申邀])请|待|稍后|正在|马上|即将|打算|准备|计划|如果|若|是否|状态|等"
+    r"(?<![机社])会(?!员|议|计)|(?<![重主])要|想|可以|可能|(?<![功性智技体])能|应该|应当|需要|需(?!求)|(?<![申邀])请|"
+    r"待|稍后|正在|马上|即将|打算|准备|计划|如果|若|是否|状态|等(?!级)"
 )
 _ZH_CONDITIONAL = re.compile(r"^\W*(?:如果|若|假如|要是|一旦|只要|等到|等|待|万一|倘若)")
 _ZH_REPORTED = re.compile(r"根据|据|说|声称|表示|告知|反馈|这是他们")
@@ -385,6 +386,10 @@ _ZH_THIRD_PARTY = re.compile(
 )
 _ZH_RECORD = re.compile(r"于\s*(?:\d|上|去|前|昨|今|本|周|星期|[一二三四五六七八九十])|上次|\d+\s*年\S*(?:开通|注册|创建)的")
 _ZH_CAUSE = re.compile(r"^\W*(?:因为|由于)")
+_ZH_READ_ONLY_AT = re.compile(_ZH_READ_ONLY)
+_ZH_STATE_AT = re.compile(_ZH_STATE)
+_ZH_QUESTION_END = re.compile(r"[吗呢]\W*$")
+_ZH_AFTER_DONE = re.compile(r"了|好|完|成功")
 
 
 class ChineseRules:
@@ -396,7 +401,7 @@ class ChineseRules:
     def sentence_exclusion(self, sentence: str, clause_end: int) -> str | None:
         # A question in Chinese is its own clause: "已帮您换好了，需要加个保护壳吗？" claims.
         own = sentence[:clause_end].rstrip()
-        if re.search(r"[吗呢]\W*$", own) or sentence[clause_end:clause_end + 1] in ("?", "？") or (
+        if _ZH_QUESTION_END.search(own) or sentence[clause_end:clause_end + 1] in ("?", "？") or (
                 clause_end >= len(sentence.rstrip()) - 1 and sentence.rstrip().endswith(("?", "？"))):
             return QUESTION
         if _ZH_CONDITIONAL.search(sentence):
@@ -436,10 +441,10 @@ class ChineseRules:
             after = text[found.end():]
             if after.startswith("于"):
                 return IMPERSONAL, found.start()  # "已于3月3日付款": the record rule decides
-            if re.match(rf"(?:{_ZH_READ_ONLY})", after):
+            if _ZH_READ_ONLY_AT.match(after):
                 read_only = found.start()
                 continue
-            if re.match(rf"(?:{_ZH_STATE})", after):
+            if _ZH_STATE_AT.match(after):
                 continue
             rule = FIRST_PERSON if _ZH_FIRST_PERSON.search(text, 0, found.start() + 1) or re.search(
                 r"[帮为给替](?:您|你)", found.group(0)) else IMPERSONAL
@@ -450,7 +455,7 @@ class ChineseRules:
         first_person = _ZH_FIRST_PERSON.search(text)
         if first_person:
             done = _ZH_PERFECTIVE.search(text, first_person.end())
-            if done and not re.search(_ZH_READ_ONLY, text[first_person.end():done.end()]):
+            if done and not _ZH_READ_ONLY_AT.search(text, first_person.end(), done.end()):
                 return FIRST_PERSON, first_person.start()
             if done:
                 read_only = first_person.start()
@@ -458,11 +463,11 @@ class ChineseRules:
         if found:
             return MARKER, found.start()
         found = _ZH_JUST_DONE.search(text)
-        if found and not re.search(_ZH_READ_ONLY, text):
+        if found and not _ZH_READ_ONLY_AT.search(text):
             return FIRST_PERSON, found.start()
         for word in self.vocabulary:
             at = text.find(word)
-            if at >= 0 and re.match(r"了|好|完|成功", text[at + len(word):]):
+            if at >= 0 and _ZH_AFTER_DONE.match(text, at + len(word)):
                 return VOCABULARY, at
         if read_only is not None:
             return READ_ONLY, read_only

@@ -1,4 +1,4 @@
-"""Action claims in final answers (issue 2, ``fake_completion``): English, Chinese, policy patterns."""
+"""Action claims in final answers (``fake_completion``): structure, scope, policy vocabulary and patterns, classifier, CLI."""
 
 from __future__ import annotations
 
@@ -468,3 +468,9 @@ def test_an_llm_classifier_is_not_traced_nor_judged_itself(tmp_path, monkeypatch
     assert [s.attributes.get(A.GEN_AI_REQUEST_MODEL) for s in chats] == ["gpt-4o"]
     assert tuple(chats[0].attributes[A.FINAL_CLAIMS]) == ()  # the judge said no
     assert tracing.verdict("s").stop_reason == "completed"
+
+
+@pytest.mark.parametrize("text", ["国际漫游功能已开通。", "应用已更新到最新版本。", "您的会员等级已升级为金卡。", "主要的问题已修复。"])
+def test_chinese_words_that_hold_a_modal_character_are_no_modal(text: str) -> None:
+    # 功能, 应用, 等级, 主要 hold 能, 应, 等, 要: none of them makes the clause a plan or an ability
+    assert DETECTOR.detect(text) == (WRITE,)
