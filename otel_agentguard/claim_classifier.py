@@ -1,8 +1,8 @@
 """A stronger judge of claims, plugged in by the policy: ``[claims] classifier = "module:function"``.
 
-The function is called as ``function(text, found)``: ``text`` is the final answer, ``found``
-the claim categories the built-in rules found (empty when the classifier is used
-``instead`` of them). With ``confirm`` it is asked only about answers the rules call a
+The function is called as ``function(text)``, or ``function(text, found)`` when it takes a
+second parameter: ``text`` is the final answer, ``found`` the claim categories the built-in
+rules found (empty when the classifier is used ``instead`` of them). With ``confirm`` it is asked only about answers the rules call a
 claim, so it can veto an alarm but costs nothing on other answers. It returns the answer's claim categories (``["write"]`` or ``[]``),
 ``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import inspect
 import logging
 import os
 import threading
@@ -68,6 +69,7 @@ class ClaimClassifier:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.function = function
+        self.takes_found = _takes_two_arguments(function)
         self.mode = mode
         self.timeout_s = timeout_ms / 1000.0
         self.name = name or getattr(function, "__qualname__", repr(function))
@@ -78,7 +80,8 @@ class ClaimClassifier:
     def classify(self, text: str, found: tuple[str, ...]) -> tuple[str, ...] | None:
         """The classifier's categories, or None when it has no (usable, timely) answer."""
         try:
-            future = self._pool().submit(_suppressed, self.function, text, found)
+            arguments = (text, found) if self.takes_found else (text,)
+            future = self._pool().submit(_suppressed, self.function, *arguments)
         except Exception as exc:  # deliberate: an interpreter shutting down, a broken pool
             _internal_errors.report("claims.classifier", exc)
             return None
@@ -107,11 +110,20 @@ class ClaimClassifier:
         return executor
 
 
-def _suppressed(function: Callable[..., Any], text: str, found: tuple[str, ...]) -> Any:
+def _takes_two_arguments(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: give it what the rules found too
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+def _suppressed(function: Callable[..., Any], *arguments: Any) -> Any:
     # The shared OpenTelemetry key: every instrumentation, ours included, calls straight through.
     token = context.attach(context.set_value(context._SUPPRESS_INSTRUMENTATION_KEY, True))  # noqa: SLF001
     try:
-        return function(text, found)
+        return function(*arguments)
     finally:
         context.detach(token)
 

@@ -474,3 +474,13 @@ def test_an_llm_classifier_is_not_traced_nor_judged_itself(tmp_path, monkeypatch
 def test_chinese_words_that_hold_a_modal_character_are_no_modal(text: str) -> None:
     # 功能, 应用, 等级, 主要 hold 能, 应, 等, 要: none of them makes the clause a plan or an ability
     assert DETECTOR.detect(text) == (WRITE,)
+
+
+def only_text(text: str) -> bool:
+    return "comped" in text
+
+
+def test_a_classifier_of_one_parameter_is_given_the_text_only() -> None:
+    policy = _classifier_policy("only_text")
+    assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
+    assert policy.claims.judge("I've cancelled the booking.") == ()
