@@ -116,7 +116,7 @@ class ClaimDetector:
         if classifier is not None and classifier.mode != INSTEAD and (verdict.categories or classifier.mode != CONFIRM):
             decided = classifier.classify(text, verdict.categories)
             if decided is not None and decided != verdict.categories:
-                return ClaimVerdict(decided, CLASSIFIER, verdict.clause, verdict.clauses, verdict.findings, CLASSIFIER)
+                return ClaimVerdict(decided, CLASSIFIER, None, verdict.clauses, verdict.findings, CLASSIFIER)
         return verdict
 
     def _rules(self, text: str) -> ClaimVerdict:
