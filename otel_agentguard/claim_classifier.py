@@ -6,7 +6,7 @@ rules found (empty when the classifier is used ``instead`` of them). With ``conf
 claim, so it can veto an alarm but costs nothing on other answers. It returns the answer's claim categories (``["write"]`` or ``[]``),
 ``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
 
-It runs on a worker thread of its own with instrumentation suppressed (an LLM call made by the
+It runs on a worker thread with instrumentation suppressed (an LLM call made by the
 classifier is neither a step of the session nor judged itself), never inside the span
 processor, and is given a time
 budget (``classifier_timeout_ms``): a classifier that is late, raises or returns something
@@ -16,7 +16,6 @@ A small local model or a call to an LLM fits here; see docs/fake-completion.md.
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib
 import inspect
 import logging
@@ -36,7 +35,7 @@ CONFIRM = "confirm"  # as "after", but only for answers the rules call a claim: 
 INSTEAD = "instead"  # the classifier decides alone; the rules only stand in when it fails
 MODES = (AFTER, CONFIRM, INSTEAD)
 DEFAULT_TIMEOUT_MS = 2000
-_WORKERS = 2
+_MAX_RUNNING = 4  # calls outstanding at once (a slow judge must not pile up threads)
 
 
 class ClassifierLoadError(ValueError):
@@ -62,7 +61,12 @@ def load_callable(target: str) -> Callable[..., Any]:
 
 
 class ClaimClassifier:
-    """A user's callable, called with a time budget on a worker thread; fails open."""
+    """A user's callable, called with a time budget on a worker thread; fails open.
+
+    Each call runs on a daemon thread of its own: a classifier that hangs never holds up the
+    answer beyond its budget, nor the application's exit. At most ``_MAX_RUNNING`` calls may
+    be outstanding; beyond that the rules decide at once.
+    """
 
     def __init__(self, function: Callable[..., Any], *, mode: str = AFTER,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, name: str = ""):
@@ -74,40 +78,52 @@ class ClaimClassifier:
         self.timeout_s = timeout_ms / 1000.0
         self.name = name or getattr(function, "__qualname__", repr(function))
         self._lock = threading.Lock()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pid = 0
+        self._running = 0
+        self._pid = os.getpid()
 
     def classify(self, text: str, found: tuple[str, ...]) -> tuple[str, ...] | None:
         """The classifier's categories, or None when it has no (usable, timely) answer."""
+        if not self._reserve():
+            _internal_errors.report("claims.classifier.busy")
+            return None
+        arguments = (text, found) if self.takes_found else (text,)
+        outcome: dict[str, Any] = {}
+        finished = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["answer"] = _suppressed(self.function, *arguments)
+            except BaseException as exc:  # deliberate: the user's code failing must not reach the agent
+                outcome["error"] = exc
+            finally:
+                with self._lock:
+                    self._running -= 1
+                finished.set()
+
         try:
-            arguments = (text, found) if self.takes_found else (text,)
-            future = self._pool().submit(_suppressed, self.function, *arguments)
-        except Exception as exc:  # deliberate: an interpreter shutting down, a broken pool
+            threading.Thread(target=work, name="agentguard-claims", daemon=True).start()
+        except Exception as exc:  # deliberate: no thread to be had (interpreter shutting down)
+            with self._lock:
+                self._running -= 1
             _internal_errors.report("claims.classifier", exc)
             return None
-        try:
-            answer = future.result(timeout=self.timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
+        if not finished.wait(self.timeout_s):
             _internal_errors.report("claims.classifier.timeout")
             return None
-        except Exception as exc:  # deliberate: the user's code failing must not reach the agent
-            _internal_errors.report("claims.classifier", exc)
+        if "error" in outcome:
+            _internal_errors.report("claims.classifier", outcome["error"])
             return None
-        return _categories(answer)
+        return _categories(outcome.get("answer"))
 
-    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        # Threads do not survive a fork: a child process builds its own pool.
+    def _reserve(self) -> bool:
         pid = os.getpid()
-        executor = self._executor
-        if executor is None or self._pid != pid:
-            with self._lock:
-                if self._executor is None or self._pid != pid:
-                    self._executor = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=_WORKERS, thread_name_prefix="agentguard-claims")
-                    self._pid = pid
-                executor = self._executor
-        return executor
+        if pid != self._pid:  # a forked child: the parent's threads (and its lock's holder) are gone
+            self._lock, self._running, self._pid = threading.Lock(), 0, pid
+        with self._lock:
+            if self._running >= _MAX_RUNNING:
+                return False
+            self._running += 1
+            return True
 
 
 def _takes_two_arguments(function: Callable[..., Any]) -> bool:

@@ -484,3 +484,22 @@ def test_a_classifier_of_one_parameter_is_given_the_text_only() -> None:
     policy = _classifier_policy("only_text")
     assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
     assert policy.claims.judge("I've cancelled the booking.") == ()
+
+
+def test_a_hung_classifier_neither_holds_the_answer_nor_the_exit_of_the_application(tmp_path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "hung_judge.py").write_text("import time\ndef classify(text):\n    time.sleep(60)\n")
+    script = (
+        "from otel_agentguard.policy import parse_policy\n"
+        "policy = parse_policy('[claims]\\nclassifier = \"hung_judge:classify\"\\nclassifier_timeout_ms = 50\\n')\n"
+        "print([policy.claims.judge(\"I've cancelled it.\") for _ in range(6)])\n"
+    )
+    began = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
+                         cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str([("write",)] * 6)  # the rules decide: late, then too many outstanding
+    assert time.monotonic() - began < 20
