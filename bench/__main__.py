@@ -5,6 +5,7 @@ Options: ``--quick`` (smaller counts, for a smoke run), ``--repeats N``,
 quick 50,000; 1,000,000 takes about five minutes here), ``--replay-spans N`` (default
 1,000,000, quick 100,000), ``--cpu N``
 (the core to pin to; default the last one), ``--markdown FILE`` (also write the table).
+Section ``claims`` scores the claim detector on the labelled corpus (``--only claims``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run in about two minutes")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats per figure (default 5, quick 3)")
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="sections to run, e.g. 1,3")
+    parser.add_argument("--only", default="1,2,3,4,5,6,claims", help="sections to run, e.g. 1,3,claims")
     parser.add_argument("--stream-sessions", type=int, default=None,
                         help="sessions streamed through the processor for (4) (default 300,000; quick 50,000)")
     parser.add_argument("--replay-spans", type=int, default=None,
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
 
     report = Report()
     began = time.perf_counter()
+    if "claims" in sections:
+        from bench import claims_corpus
+
+        claims_corpus.run(report)
     if "2" in sections:
         from bench import fingerprint_cost
 

@@ -26,6 +26,10 @@ TOOL_EFFECT = "agentguard.tool.effect"
 # On a tool span the guard answered itself (enforce mode): the probe whose stall it would repeat.
 INTERVENTION = "agentguard.intervention"
 FINAL_CLAIMS = "agentguard.final.claims"
+# Why the final answer is a claim, without its text: the deciding rule ("first_person",
+# "impersonal", "completion_marker" ...) and the 1-based position of the deciding clause.
+FINAL_CLAIM_RULE = "agentguard.final.claim.rule"
+FINAL_CLAIM_CLAUSE = "agentguard.final.claim.clause"
 # Number of tool calls a model response asked for (feeds the tool-call balance).
 RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
 # Set on a step span that runs inside another span of the same step (two instrumentations

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_agentguard.attributes import PROBE_NAMES
+from otel_agentguard.claim_classifier import DEFAULT_TIMEOUT_MS, MODES, ClaimClassifier, ClassifierLoadError, load_callable
 from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDetector
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter
@@ -74,6 +75,7 @@ class ToolContract:
     effect: str | None = None
     noise_keys: frozenset[str] = frozenset()
     unordered_keys: frozenset[str] = frozenset()
+    claims: tuple[str, ...] = ()  # words that name what a write tool does ("moved", "改期")
 
 
 # Profile key -> the kind of value it takes; one table drives parsing and validation.
@@ -104,7 +106,8 @@ DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
     "budget_exceeded": ("stop",),
     "fake_completion": ("stop",),
 }
-_TOOL_KEYS = ("effect", "noise_keys", "unordered_keys")
+_TOOL_KEYS = ("effect", "noise_keys", "unordered_keys", "claims")
+_CLAIMS_KEYS = ("classifier", "classifier_mode", "classifier_timeout_ms")  # beside the [claims.<lang>] tables
 _PRICE_KEYS = ("input_usd_per_mtok", "output_usd_per_mtok")
 
 
@@ -123,6 +126,7 @@ class Policy:
         finish_tool: str = DEFAULT_FINISH_TOOL,
         prices: Mapping[str, Price] | None = None,
         claim_patterns: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+        claim_classifier: ClaimClassifier | None = None,
         escalation: Mapping[str, tuple[str, ...]] | None = None,
         budget_note: bool = False,
         source: str = "<built-in>",
@@ -138,7 +142,8 @@ class Policy:
         self.noise_keys = frozenset(noise_keys)
         self.finish_tool = finish_tool
         self.prices = PriceTable(prices)
-        self.claims = ClaimDetector(claim_patterns)
+        self.claims = ClaimDetector(claim_patterns, vocabulary=_claim_vocabulary(self.tools.values()),
+                                    classifier=claim_classifier)
         # Enforce mode: what to do about each probe's alert, rung by rung (see _enforce).
         self.escalation = {**DEFAULT_LADDER, **(escalation or {})}
         self.budget_note = budget_note
@@ -342,6 +347,7 @@ class _Parser:
             finish_tool=finish_tool,
             prices=self._prices(self._table(data.get("pricing", {}), "pricing")),
             claim_patterns=self._claims(self._table(data.get("claims", {}), "claims")),
+            claim_classifier=self._claim_classifier(self._table(data.get("claims", {}), "claims")),
             escalation=self._escalation(self._table(data.get("escalation", {}), "escalation")),
             budget_note=self._bool(data.get("budget_note", False), "budget_note"),
             source=self._source,
@@ -415,6 +421,7 @@ class _Parser:
                 effect=effect,
                 noise_keys=frozenset(self._strings(section.get("noise_keys", []), prefix + "noise_keys")),
                 unordered_keys=frozenset(self._strings(section.get("unordered_keys", []), prefix + "unordered_keys")),
+                claims=self._strings(section.get("claims", []), prefix + "claims"),
             )
         return tools
 
@@ -436,6 +443,10 @@ class _Parser:
     def _claims(self, table: Mapping[str, Any]) -> dict[str, dict[str, tuple[str, ...]]]:
         patterns: dict[str, dict[str, tuple[str, ...]]] = {}
         for lang, section in table.items():
+            if lang in _CLAIMS_KEYS:
+                continue
+            if not isinstance(section, dict):
+                self._unknown({lang: section}, _CLAIMS_KEYS, "claims.")
             section = self._table(section, _key("claims", lang))
             categories = {}
             for category, sources in section.items():
@@ -451,6 +462,39 @@ class _Parser:
                 categories[category] = compiled
             patterns[lang] = categories
         return patterns
+
+
+    def _claim_classifier(self, table: Mapping[str, Any]) -> ClaimClassifier | None:
+        if "classifier" not in table:
+            for key in ("classifier_mode", "classifier_timeout_ms"):
+                if key in table:
+                    raise self._error(_key("claims", key), "has no effect without claims.classifier")
+            return None
+        target = self._string(table["classifier"], "claims.classifier")
+        mode = table.get("classifier_mode", MODES[0])
+        if mode not in MODES:
+            raise self._error("claims.classifier_mode", f"expected one of {', '.join(MODES)}, got {_describe(mode)}")
+        timeout_ms = self._number(table.get("classifier_timeout_ms", DEFAULT_TIMEOUT_MS),
+                                  "claims.classifier_timeout_ms", "positive_int")
+        try:
+            function = load_callable(target)
+        except ClassifierLoadError as exc:
+            raise self._error("claims.classifier", str(exc)) from None
+        return ClaimClassifier(function, mode=mode, timeout_ms=timeout_ms, name=target)
+
+
+def _claim_vocabulary(tools: Any) -> list[str]:
+    """Words a claim may use for what the write tools do: their names' words and ``claims`` lists."""
+    words: list[str] = []
+    for contract in tools:
+        words.extend(contract.claims)
+        if contract.effect != "write":
+            continue
+        # "change_booking", "changeBooking" -> "change", "booking": the verb is usually first
+        parts = re.findall(r"[A-Z]?[a-z]+|[\u3400-\u9fff]+", contract.name)
+        if parts:
+            words.append(parts[0].lower())
+    return words
 
 
 _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")

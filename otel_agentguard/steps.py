@@ -52,6 +52,8 @@ class Step:
     tool_calls: int | None = None
     final: bool = False
     claims: tuple[str, ...] = ()
+    claim_rule: str | None = None  # the rule and clause position that made the answer a claim
+    claim_clause: int | None = None
     cost_usd: float | None = None  # set when a source states the cost; else priced from tokens
     label: str | None = None  # a human step id from a trajectory file ("s03")
 
@@ -176,13 +178,19 @@ def _model_step(
     final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
     claims: tuple[str, ...] = ()
+    claim_rule = claim_clause = None
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
         if stated is not None:
             claims = tuple(sorted(str(c) for c in _as_sequence(stated)))
+            rule = attrs.get(A.FINAL_CLAIM_RULE)
+            claim_rule = str(rule) if rule is not None else None
+            claim_clause = _int_or_none(attrs.get(A.FINAL_CLAIM_CLAUSE))
         else:
             text = _answer_text(attrs, messages)
-            claims = policy.claims.detect(text) if text else ()
+            if text:
+                verdict = policy.claims.verdict(text)
+                claims, claim_rule, claim_clause = verdict.categories, verdict.rule, verdict.clause
     return Step(
         session_id=session_id,
         sequence=sequence,
@@ -197,6 +205,8 @@ def _model_step(
         tool_calls=tool_calls,
         final=final,
         claims=claims,
+        claim_rule=claim_rule if claims else None,
+        claim_clause=claim_clause if claims else None,
     )
 
 

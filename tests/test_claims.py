@@ -1,4 +1,4 @@
-"""Action claims in final answers (issue 2, ``fake_completion``): English, Chinese, policy patterns."""
+"""Action claims in final answers (``fake_completion``): structure, scope, policy vocabulary and patterns, classifier, CLI."""
 
 from __future__ import annotations
 
@@ -220,3 +220,286 @@ def test_policy_claims_unknown_category_is_an_error_naming_the_key() -> None:
     with pytest.raises(PolicyError, match=r"policy.toml:3: claims.en.wirte: unknown claim category"):
         parse_policy('\n[claims.en]\nwirte = ["\\\\bsubmitted\\\\b"]\n', source="policy.toml")
 
+
+
+# --- structure: scope, third parties, records, read-only acts --------------------------------
+
+
+@pytest.mark.parametrize(("text", "rule", "clause"), [
+    ("I checked your order, and I've unblocked your card.", "first_person", 2),
+    ("I verified your identity and reset the PIN.", "first_person", 1),
+    ("Your phone number has been verified and saved.", "impersonal", 1),
+    ("All set - your order will ship to the new address.", "completion_marker", 1),
+    ("I could not reach the courier. However, I have refunded your order.", "first_person", 3),
+    ("核实后，已为您报销120元。", "first_person", 2),
+    ("搞定！新的配送时间是周六上午。", "completion_marker", 1),
+])
+def test_explain_names_the_deciding_clause_and_rule(text: str, rule: str, clause: int) -> None:
+    verdict = DETECTOR.explain(text)
+    assert (verdict.categories, verdict.rule, verdict.clause) == ((WRITE,), rule, clause)
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    ("I couldn't cancel it: the booking has been locked by the airline.", "negation_or_modality"),
+    ("Sorry, I'm unable to do this: your card has been blocked.", "negation_or_modality"),
+    ("The booking was cancelled by the hotel yesterday.", "third_party"),
+    ("Your last invoice was paid on March 3.", "dated_record"),
+    ("I've looked up your booking.", "read_only"),
+    ("已核实您的身份。", "read_only"),
+    ("该订单已于3月3日付款。", "dated_record"),
+    ("So your refund has been processed, right?", "question"),
+    ("If it has been 14 days, the deposit should have been refunded already.", "negation_or_modality"),
+])
+def test_explain_names_why_an_honest_answer_is_no_claim(text: str, rule: str) -> None:
+    verdict = DETECTOR.explain(text)
+    assert verdict.categories == ()
+    assert verdict.rule == rule
+
+
+def test_the_colon_keeps_the_negation_scope_and_the_comma_ends_it() -> None:
+    assert DETECTOR.detect("I could not do the following: cancelled your booking.") == ()
+    assert DETECTOR.detect("I could not reach the courier, so I cancelled your booking.") == (WRITE,)
+
+
+# --- policy vocabulary -----------------------------------------------------------------------
+
+
+def test_write_tool_names_and_their_claim_words_add_to_the_vocabulary() -> None:
+    policy = parse_policy(
+        """
+[tools.move_booking]
+effect = "write"
+[tools.change_date]
+effect = "write"
+claims = ["改期", "=sublet"]
+[tools.get_booking]
+effect = "read"
+"""
+    )
+    # a present passive reads as a state unless the policy says a write tool does it
+    assert DETECTOR.detect("Your booking is moved to December 9.") == ()
+    assert policy.claims.detect("Your booking is moved to December 9.") == (WRITE,)
+    assert DETECTOR.detect("您的预订改期了。") == ()
+    assert policy.claims.detect("您的预订改期了。") == (WRITE,)
+    assert DETECTOR.detect("I've sublet the flat for you.") == ()
+    assert policy.claims.detect("I've sublet the flat for you.") == (WRITE,)
+    assert policy.claims.explain("您的预订改期了。").rule == "tool_vocabulary"
+    # a read tool's name adds nothing, and the stem alone is no claim
+    assert policy.claims.detect("Your booking is got.") == ()
+    assert policy.claims.detect("I can move your booking.") == ()
+
+
+def test_tool_claims_must_be_a_list_of_strings() -> None:
+    with pytest.raises(PolicyError, match=r"p.toml:3: tools.refund.claims: expected a list of strings"):
+        parse_policy('[tools.refund]\neffect = "write"\nclaims = "refunded"\n', source="p.toml")
+
+
+# --- the classifier hook ---------------------------------------------------------------------
+
+CALLS: list[tuple[str, tuple[str, ...]]] = []
+
+
+def says_write_when_comped(text: str, found: tuple[str, ...]) -> list[str] | None:
+    CALLS.append((text, found))
+    return ["write"] if "comped" in text else None
+
+
+def vetoes_everything(text: str, found: tuple[str, ...]) -> bool:
+    return False
+
+
+def too_slow(text: str, found: tuple[str, ...]) -> bool:
+    import time
+
+    time.sleep(2)
+    return False
+
+
+def broken(text: str, found: tuple[str, ...]) -> bool:
+    raise RuntimeError("model server down")
+
+
+def _classifier_policy(function: str, **options: object) -> object:
+    lines = [f'classifier = "{__name__}:{function}"'] + [f"{key} = {value!r}".replace("'", '"') for key, value in options.items()]
+    return parse_policy("[claims]\n" + "\n".join(lines) + "\n")
+
+
+def test_classifier_after_the_rules_sees_their_verdict_and_has_the_last_word() -> None:
+    policy = _classifier_policy("says_write_when_comped")
+    CALLS.clear()
+    assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
+    assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)  # None keeps the rules' verdict
+    assert CALLS == [("Your dessert is comped tonight.", ()), ("I've cancelled the booking.", (WRITE,))]
+    verdict = policy.claims.explain("Your dessert is comped tonight.", use_classifier=True)
+    assert verdict.decided_by == "classifier"
+
+
+def test_classifier_instead_of_the_rules() -> None:
+    policy = _classifier_policy("vetoes_everything", classifier_mode="instead")
+    assert policy.claims.judge("I've cancelled the booking.") == ()
+
+
+def test_the_span_processor_path_never_waits_for_the_classifier_but_replay_does() -> None:
+    from otel_agentguard.claims import classifier_everywhere
+
+    policy = _classifier_policy("vetoes_everything")
+    assert policy.claims.detect("I've cancelled the booking.") == (WRITE,)
+    with classifier_everywhere():
+        assert policy.claims.detect("I've cancelled the booking.") == ()
+
+
+@pytest.mark.parametrize("function", ["too_slow", "broken"])
+def test_a_late_or_failing_classifier_fails_open_to_the_rules(function: str) -> None:
+    import time
+
+    policy = _classifier_policy(function, classifier_timeout_ms=100)
+    began = time.monotonic()
+    assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)
+    assert time.monotonic() - began < 1.5
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ('[claims]\nclassifier = "no_such_module_here:f"\n', r"p.toml:2: claims.classifier: cannot import"),
+    ('[claims]\nclassifier = "json"\n', r"p.toml:2: claims.classifier: expected 'module:function'"),
+    ('[claims]\nclassifier = "json:nope"\n', r"claims.classifier: 'json' has no attribute 'nope'"),
+    ('[claims]\nclassifier = "json:dumps"\nclassifier_mode = "before"\n', r"p.toml:3: claims.classifier_mode: expected one of"),
+    ('[claims]\nclassifier_timeout_ms = 10\n', r"claims.classifier_timeout_ms: has no effect without claims.classifier"),
+    ('[claims]\nclasifier = "json:dumps"\n', r"claims.clasifier: unknown key \(did you mean 'classifier'\?\)"),
+])
+def test_classifier_mistakes_are_one_line_errors_naming_the_key(toml: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_policy(toml, source="p.toml")
+
+
+# --- agentguard claims -----------------------------------------------------------------------
+
+
+def test_cli_claims_prints_the_verdict_clause_and_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from otel_agentguard.replay.cli import run
+
+    assert run(["claims", "I checked your order, and I've unblocked your card.", "Deposits are refunded within 14 days."]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("claim (write): clause 2 of 2, rule first_person")
+    assert "no claim" in out.split("\n\n")[1]
+    assert run(["claims", "--format", "json", "The booking was cancelled by the hotel."]) == 0
+    (verdict,) = json.loads(capsys.readouterr().out)
+    assert verdict["claim"] is False and verdict["rule"] == "third_party" and verdict["clause"] == 1
+
+
+def test_classifier_confirm_is_asked_only_about_claims_and_may_veto() -> None:
+    policy = _classifier_policy("says_write_when_comped", classifier_mode="confirm")
+    CALLS.clear()
+    assert policy.claims.judge("Your dessert is comped tonight.") == ()  # rules: no claim, so not asked
+    assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)
+    assert CALLS == [("I've cancelled the booking.", (WRITE,))]
+    assert _classifier_policy("vetoes_everything", classifier_mode="confirm").claims.judge("I've cancelled it.") == ()
+
+
+def test_the_classifier_judges_in_replay_and_live(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+    from otel_agentguard.replay import replay_files
+    from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
+    from otel_agentguard.testing import GuardedTracing
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "comp_judge.py").write_text(
+        "def classify(text, found):\n    return ['write'] if 'comped' in text else list(found)\n")
+    (tmp_path / "policy.toml").write_text(
+        '[tools.get_order]\neffect = "read"\n[claims]\nclassifier = "comp_judge:classify"\n')
+    answer = "Your dessert is comped tonight."
+    (tmp_path / "run.yaml").write_text(
+        "policy: policy.toml\nsessions:\n  - id: comped\n    steps:\n"
+        "      - {tool: get_order, args: {order: A1}, result: ok}\n"
+        f"      - {{answer: \"{answer}\"}}\n")
+    from otel_agentguard.policy import load_policy
+
+    policy = load_policy(tmp_path / "policy.toml")
+    assert policy.claims.detect(answer) == ()  # the rules alone see a state
+    ((_, replayed),) = replay_files([tmp_path / "run.yaml"], policy)
+    assert replayed.stop_reason == "fake_completion"
+
+    with GuardedTracing(policy) as tracing:
+        OpenAIInstrumentor().instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            with ScriptedModelServer(turns(Turn.answer(answer))) as server, tracing.session("live"):
+                client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+                client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            OpenAIInstrumentor().uninstrument()
+    assert tracing.verdict("live").stop_reason == "fake_completion"
+    (alert,) = tracing.verdict("live").alerts
+    assert "rule classifier" in alert.detail
+
+
+def test_an_llm_classifier_is_not_traced_nor_judged_itself(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from otel_agentguard import attributes as A
+    from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+    from otel_agentguard.policy import load_policy
+    from otel_agentguard.scripted_model import ScriptedModelServer, Turn
+    from otel_agentguard.testing import GuardedTracing
+
+    with ScriptedModelServer(lambda request: Turn.answer("no")) as judge, \
+            ScriptedModelServer(lambda request: Turn.answer("I've cancelled the booking.")) as agent:
+        monkeypatch.syspath_prepend(str(tmp_path))
+        (tmp_path / "llm_judge.py").write_text(
+            "import openai\n"
+            f"client = openai.OpenAI(base_url={judge.openai_url!r}, api_key='t', max_retries=0)\n"
+            "def classify(text, found):\n"
+            "    reply = client.chat.completions.create(model='judge', messages=[{'role': 'user', 'content': text}])\n"
+            "    return reply.choices[0].message.content.strip() == 'yes'\n")
+        (tmp_path / "policy.toml").write_text('[claims]\nclassifier = "llm_judge:classify"\n')
+        policy = load_policy(tmp_path / "policy.toml")
+        with GuardedTracing(policy) as tracing:
+            OpenAIInstrumentor().instrument(tracer_provider=tracing.tracer_provider)
+            try:
+                with tracing.session("s"):
+                    client = openai.OpenAI(base_url=agent.openai_url, api_key="t", max_retries=0)
+                    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+            finally:
+                OpenAIInstrumentor().uninstrument()
+        assert len(judge.requests) == 1  # asked once: the judge's own answer was not judged again
+    chats = [s for s in tracing.spans() if (s.attributes or {}).get(A.GEN_AI_OPERATION_NAME) == "chat"]
+    assert [s.attributes.get(A.GEN_AI_REQUEST_MODEL) for s in chats] == ["gpt-4o"]
+    assert tuple(chats[0].attributes[A.FINAL_CLAIMS]) == ()  # the judge said no
+    assert tracing.verdict("s").stop_reason == "completed"
+
+
+@pytest.mark.parametrize("text", ["国际漫游功能已开通。", "应用已更新到最新版本。", "您的会员等级已升级为金卡。", "主要的问题已修复。"])
+def test_chinese_words_that_hold_a_modal_character_are_no_modal(text: str) -> None:
+    # 功能, 应用, 等级, 主要 hold 能, 应, 等, 要: none of them makes the clause a plan or an ability
+    assert DETECTOR.detect(text) == (WRITE,)
+
+
+def only_text(text: str) -> bool:
+    return "comped" in text
+
+
+def test_a_classifier_of_one_parameter_is_given_the_text_only() -> None:
+    policy = _classifier_policy("only_text")
+    assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
+    assert policy.claims.judge("I've cancelled the booking.") == ()
+
+
+def test_a_hung_classifier_neither_holds_the_answer_nor_the_exit_of_the_application(tmp_path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "hung_judge.py").write_text("import time\ndef classify(text):\n    time.sleep(60)\n")
+    script = (
+        "from otel_agentguard.policy import parse_policy\n"
+        "policy = parse_policy('[claims]\\nclassifier = \"hung_judge:classify\"\\nclassifier_timeout_ms = 50\\n')\n"
+        "print([policy.claims.judge(\"I've cancelled it.\") for _ in range(6)])\n"
+    )
+    began = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30,
+                         cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str([("write",)] * 6)  # the rules decide: late, then too many outstanding
+    assert time.monotonic() - began < 20

@@ -122,7 +122,7 @@ def test_a_model_that_listens_to_the_nudge_finishes(enforced):
     def listens(request: Request) -> Turn:
         tool_results = [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
         if tool_results and "otel_agentguard" in tool_results[-1]:
-            return Turn.answer("The parcel is stalled at the hub; I have asked the carrier to check.")
+            return Turn.answer("The parcel is stalled at the hub and has not moved since Monday.")
         return Turn.call("query_logistics", order="A1")
 
     with ScriptedModelServer(listens) as server:
@@ -137,7 +137,7 @@ def test_a_model_that_listens_to_the_nudge_finishes(enforced):
 def test_a_parallel_batch_keeps_all_results_when_a_stop_is_requested_mid_batch(enforced):
     script = turns(
         Turn.calls(("get_order", {"order": "A1"}), ("query_logistics", {"order": "A1"}), ("refund", {"order": "A1"})),
-        Turn.answer("All done."),
+        Turn.answer("Thanks, noted."),
     )
     with ScriptedModelServer(script) as server:
         agent = Agent(enforced, server, on_result=lambda name: name == "get_order" and ag.request_stop("batch", "steer"))

@@ -174,7 +174,13 @@ def response_attributes(result: ModelResult) -> dict[str, Any]:
     if result.output_tokens is not None:
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
     if result.final:
-        attributes[A.FINAL_CLAIMS] = list(active_policy().claims.detect(result.text))
+        # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
+        verdict = active_policy().claims.explain(result.text, use_classifier=True)
+        attributes[A.FINAL_CLAIMS] = list(verdict.categories)
+        if verdict.categories and verdict.rule:
+            attributes[A.FINAL_CLAIM_RULE] = verdict.rule
+            if verdict.clause is not None:
+                attributes[A.FINAL_CLAIM_CLAUSE] = verdict.clause
     if capture_content():
         attributes[A.GEN_AI_OUTPUT_MESSAGES] = _json([{
             "role": "assistant",

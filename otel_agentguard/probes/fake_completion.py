@@ -12,7 +12,11 @@ Why it matters:
 Example:
     "I have submitted your refund" after only get_order and check_policy.
 Options:
-    ``[tools.<name>] effect = "write"``; ``[claims.<lang>]`` patterns.
+    ``[tools.<name>] effect = "write"`` and ``claims = [...]`` (words for what the tool
+    does); ``[claims] classifier``; ``[claims.<lang>]`` patterns.
+
+The detail names the rule that made the answer a claim and the position of the deciding
+clause, never the answer's text.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ class FakeCompletion:
             probe=FAKE_COMPLETION,
             sequence=step.sequence,
             evidence=(step.sequence,),
-            detail="the final answer claims a completed write action, but no write tool succeeded in the session",
+            detail=_detail(step),
             disposal=DISPOSAL,
         )]
+
+
+def _detail(step: Step) -> str:
+    why = f"rule {step.claim_rule}" if step.claim_rule else "claim category write"
+    if step.claim_clause is not None:
+        why += f", clause {step.claim_clause}"
+    return f"the final answer claims a completed write action ({why}), but no write tool succeeded in the session"

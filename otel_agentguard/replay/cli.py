@@ -6,6 +6,7 @@
                               [--compare-profile NAME]
     agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json]
     agentguard report FILE... [--policy P.toml] [--format table|json]
+    agentguard claims TEXT... [--policy P.toml] [--format table|json]
     agentguard demo
 
 Exit status: 0 when it ran (and, for ``check``, every label held), 1 when a
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from otel_agentguard.claims import classifier_everywhere
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
 from otel_agentguard.fingerprint import set_fingerprint_key
 from otel_agentguard.policy import Policy, PolicyError, coerce_policy, load_policy
@@ -64,10 +66,11 @@ def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        sessions = read_files(args.files, policy, bar.update if bar else None)
-        if bar:
-            bar.judging(len(sessions))
-        judged = [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
+        with classifier_everywhere():  # offline: the policy's claim classifier may be waited for
+            sessions = read_files(args.files, policy, bar.update if bar else None)
+            if bar:
+                bar.judging(len(sessions))
+            judged = [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
     finally:
         if collecting:
             gc.enable()
@@ -155,6 +158,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_claims(args: argparse.Namespace) -> int:
+    from otel_agentguard.replay.claims_report import explain_json, explain_table
+
+    policy = load_policy(args.policy) if args.policy else coerce_policy(None)
+    texts = [sys.stdin.read() if text == "-" else text for text in args.texts]
+    verdicts = [policy.claims.explain(text, use_classifier=True) for text in texts]
+    _emit(args, explain_json(texts, verdicts), lambda: explain_table(texts, verdicts))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from otel_agentguard.demo.__main__ import main
 
@@ -165,6 +178,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": cmd_replay,
     "check": cmd_check,
     "report": cmd_report,
+    "claims": cmd_claims,
     "demo": cmd_demo,
 }
 
@@ -195,6 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
+    claims = commands.add_parser("claims", help="say whether an answer claims a completed action, and why",
+                                 description="say whether each answer claims a completed action, and which "
+                                 "clause and rule decided it")
+    claims.add_argument("texts", nargs="+", metavar="TEXT", help="a final answer ('-' reads it from stdin)")
+    claims.add_argument("--policy", metavar="P.toml", help="policy file (default: $OTEL_AGENTGUARD_POLICY, "
+                        "else the built-in defaults)")
+    claims.add_argument("--format", choices=("table", "json"), default="table")
+    claims.add_argument("--compact", action="store_true", help="one-line JSON")
     add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
     return parser
 

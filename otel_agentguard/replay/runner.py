@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from otel_agentguard.claims import classifier_everywhere
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.recorded import RecordedSession
@@ -23,5 +24,6 @@ def judge_recorded(session: RecordedSession, policy: Policy, profile: str | None
 def replay_files(
     paths: Iterable[str | os.PathLike[str]], policy: Policy, profile: str | None = None
 ) -> list[tuple[RecordedSession, Verdict]]:
-    """Read every file and judge every session in it."""
-    return [(session, judge_recorded(session, policy, profile)) for session in read_files(paths, policy)]
+    """Read every file and judge every session in it (the policy's claim classifier may be waited for)."""
+    with classifier_everywhere():
+        return [(session, judge_recorded(session, policy, profile)) for session in read_files(paths, policy)]

@@ -137,14 +137,17 @@ def _step(
     model = str(model) if model is not None else None
     if "answer" in raw:
         claims = raw.get("claims")
+        rule = clause = None
         if claims is None:
-            found = policy.claims.detect(str(raw["answer"] or ""))
+            verdict = policy.claims.verdict(str(raw["answer"] or ""))
+            found, rule, clause = verdict.categories, verdict.rule, verdict.clause
         elif isinstance(claims, list):
             found = tuple(sorted(str(c) for c in claims))
         else:
             raise _error(path, raw, f"{where}.claims: expected a list of claim categories")
         return Step(kind=MODEL, name=model or "", model=model, finish_reasons=("stop",), tool_calls=0,
-                    final=True, claims=found, **common)
+                    final=True, claims=found, claim_rule=rule if found else None,
+                    claim_clause=clause if found else None, **common)
     if model is None:
         raise _error(path, raw, f"{where}: a step needs 'tool', 'answer' or 'model'")
     tool_calls = int(_number(raw, "tool_calls", path, where, 0))

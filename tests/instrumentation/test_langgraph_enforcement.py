@@ -73,7 +73,7 @@ def test_a_langgraph_agent_that_takes_the_nudge_ends_cleanly(enforced):
     def listens(request: Request) -> Turn:
         results = [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
         if results and "otel_agentguard" in results[-1]:
-            return Turn.answer("Order A1 is stalled at the hub; I have flagged it to the carrier.")
+            return Turn.answer("Order A1 is stalled at the hub and has not moved since Monday.")
         return Turn.call("track", order="A1")
 
     with ScriptedModelServer(listens) as server:
