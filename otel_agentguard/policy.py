@@ -49,7 +49,7 @@ class PolicyError(ValueError):
 
 @dataclass(frozen=True)
 class Profile:
-    """Thresholds of one scenario. Defaults equal DESIGN.md's ``profiles.default``."""
+    """Thresholds of one scenario. Defaults are the built-in ``profiles.default``."""
 
     name: str = DEFAULT_PROFILE
     window: int = 6

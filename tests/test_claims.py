@@ -1,4 +1,4 @@
-"""Action claims in final answers (issue 2, ``fake_completion``): English, Chinese, policy patterns."""
+"""Action claims in final answers (``fake_completion``): English, Chinese, policy patterns."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from otel_agentguard.replay.runner import judge_recorded
 from otel_agentguard.replay.sources import read_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SUITES = ("seed000.yaml", "more_shapes.yaml")
+SUITES = ("support_sessions.yaml", "more_shapes.yaml")
 
 
 def _launcher() -> str:
