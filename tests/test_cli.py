@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -272,14 +273,59 @@ def test_report_json_figures(capsys):
     assert document["stalls"]["fake_completion"] == 2
 
 
-def test_demo_runs_a_live_agent_replays_it_and_checks_the_suite(capsys):
-    code, out, err = _run(capsys, "demo")
+def test_demo_runs_a_live_agent_replays_it_and_checks_the_suite(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--out", str(tmp_path / "demo"))
     assert code == 0, err
     assert "stuck-parcel     tool_loop" in out
     assert "phantom-refund   fake_completion" in out
     assert "honest-refund    completed" in out
-    assert out.count("same stop_reason and alerts at the same steps") == 3
+    assert out.count("same stop_reason and alerts at the same sequence numbers") == 3
     assert "8 labelled sessions, 0 misses" in out
+
+
+def test_demo_keeps_its_trace_and_the_replay_command_it_prints_works(tmp_path):
+    done = _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "my demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "my demo").iterdir()) == ["policy.toml", "trace.jsonl"]
+    command = done.stdout.rstrip().splitlines()[-1].strip()
+    assert command == "agentguard replay 'my demo/trace.jsonl' --policy 'my demo/policy.toml'"
+    again = _subprocess(str(AGENTGUARD_SCRIPT), *shlex.split(command)[1:], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "stop_reason: tool_loop" in again.stdout and "stop_reason: fake_completion" in again.stdout
+    # A second run replaces the trace instead of appending to it: still three sessions.
+    assert _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "my demo", cwd=tmp_path).returncode == 0
+    third = _subprocess(str(AGENTGUARD_SCRIPT), *shlex.split(command)[1:], cwd=tmp_path)
+    assert "3 sessions, 2 stalled" in third.stdout
+
+
+def test_demo_defaults_to_a_kept_folder_in_the_working_directory(tmp_path):
+    done = _subprocess(sys.executable, "-m", "otel_agentguard", "demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "agentguard-demo" / "trace.jsonl").stat().st_size > 0
+    assert done.stdout.rstrip().endswith(
+        "agentguard replay agentguard-demo/trace.jsonl --policy agentguard-demo/policy.toml")
+
+
+def test_demo_output_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, out, err = _run(capsys, "demo", "--out", str(blocker / "demo"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"agentguard: {blocker / 'demo'}: cannot write")
+
+
+def test_replay_table_says_what_each_number_counts(tmp_path):
+    done = _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "d", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # The live table and the replay both name the tool_loop's evidence by sequence number and
+    # say on the line what those numbers are; the step total says what it counts.
+    assert any(line.split()[:4] == ["stuck-parcel", "tool_loop", "5", "750"] and line.endswith("tool_loop: seq 2 4 6")
+               for line in lines)
+    assert "  ! tool_loop at seq 6; evidence: seq 2 4 6 (sequence numbers count model and tool calls)" in lines
+    assert any("| 5 steps (tool calls + final answer) |" in line for line in lines)
+    assert any(line.startswith("  steps: tool calls + final answer") and "seq: sequence numbers" in line
+               for line in lines)
 
 
 # --- as a real process --------------------------------------------------------------------------

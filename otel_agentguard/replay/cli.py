@@ -6,7 +6,7 @@
                               [--compare-profile NAME]
     agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json]
     agentguard report FILE... [--policy P.toml] [--format table|json]
-    agentguard demo
+    agentguard demo [--out DIR]
 
 Exit status: 0 when it ran (and, for ``check``, every label held), 1 when a
 ``check`` label was missed, 2 for unusable input: the message names the file
@@ -156,9 +156,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from otel_agentguard.demo.__main__ import main
+    from otel_agentguard.demo.__main__ import run as run_demo
 
-    return main()
+    return run_demo(args.out)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -195,7 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
-    add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
+    demo = add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
+    from otel_agentguard.demo.__main__ import add_arguments as add_demo_arguments
+
+    add_demo_arguments(demo)
     return parser
 
 
