@@ -17,7 +17,7 @@ The convention (docs/README.md, "Code blocks") is:
 Each page gets one sandbox: the bundled example files (``policy.toml``, ``support_sessions.yaml``,
 ``more_shapes.yaml``) copied in, this virtual environment first on ``PATH``, and the real
 ``openai``/``anthropic`` SDKs pointed (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``) at a scripted
-model on loopback that calls the first tool it is offered with the same arguments three times,
+model on loopback that calls the first tool it is offered with the same arguments five times,
 then answers: a stuck agent, so the examples have something to catch.
 """
 
@@ -116,9 +116,9 @@ def _arguments(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def stuck_model(request: Request) -> Turn:
-    """Calls the first tool it is offered with the same arguments three times, then answers."""
+    """Calls the first tool it is offered with the same arguments five times, then answers."""
     tools = _tool_schemas(request)
-    if tools and _tool_results(request) < 3:
+    if tools and _tool_results(request) < 5:
         name, schema = tools[0]
         return Turn.call(name, **_arguments(schema))
     return Turn.answer("Your parcel is on its way.")
@@ -248,7 +248,7 @@ def test_the_stuck_model_really_loops_through_the_openai_sdk(model_server):
         for call in message.tool_calls:
             calls.append(call.function.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": "stalled"})
-    assert calls == ['{"order": "A1001"}'] * 3
+    assert calls == ['{"order": "A1001"}'] * 5
     assert messages[-1]["content"] == "Your parcel is on its way."
 
 
