@@ -240,7 +240,7 @@ def test_the_stuck_model_really_loops_through_the_openai_sdk(model_server):
         "type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}}}]
     messages: list[dict[str, Any]] = [{"role": "user", "content": "where is it?"}]
     calls = []
-    for _ in range(5):
+    for _ in range(10):
         message = client.chat.completions.create(model="m", messages=messages, tools=tools).choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
