@@ -8,7 +8,7 @@
     with ag.session("sess-42", agent_name="support"):
         run_agent()                                # tool and model spans are judged live
 
-See the README for the policy file, the replay CLI and the dashboards.
+See docs/README.md for the policy file, the replay CLI and the dashboards.
 """
 
 from otel_agentguard.errors import AgentStopped

@@ -192,7 +192,7 @@ def _message(alert: Alert, recent: Mapping[int, tuple[str, Any]]) -> str:
 
 def breakpoint_of(session_id: str, reason: str, detail: str, totals: SessionTotals, elapsed_s: float,
                   last_actions: list[dict[str, Any]], has_partial_result: bool) -> dict[str, Any]:
-    """The evidence carried by :class:`~otel_agentguard.AgentStopped` (seed 003: stop with proof)."""
+    """The evidence carried by :class:`~otel_agentguard.AgentStopped` (a stop comes with its proof)."""
     return {
         "session_id": session_id,
         "stop_reason": reason,

@@ -1,6 +1,6 @@
 """Every name other people's code, dashboards and alert rules depend on, once.
 
-The ``agentguard.*`` names are this package's public contract (see DESIGN.md);
+The ``agentguard.*`` names are this package's public contract (docs/operations.md lists them);
 the ``gen_ai.*`` names are the OpenTelemetry GenAI semantic conventions we read
 and write. Nothing else in the package spells these strings.
 """

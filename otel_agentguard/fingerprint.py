@@ -23,7 +23,7 @@ numeric strings as integers, other floats as ``repr``; ``NaN``, ``Infinity``,
 ``-Infinity``), and values JSON cannot hold get markers that never begin a JSON
 value (``%b`` bytes digest, ``%t"iso"`` dates and times, ``<"Class"{...}>``
 objects, ``!"Type"`` failures, ``@`` cycles, ``~`` too deep, ``…`` over budget).
-(Until issue 6 it was a length-prefixed text form; the JSON shape writes faster
+(It used to be a length-prefixed text form; the JSON shape writes faster
 and makes exactly the same values equal, see tests/test_fingerprint_regression.py.)
 Plain dicts with string keys and lists of str/int/float/bool/None are written
 inline, one Python frame per level, with each tool's quoted keys remembered; the

@@ -1,4 +1,4 @@
-"""Interrupts from outside the agent: steer, drain, dispatch, await (seed 004).
+"""Interrupts from outside the agent: steer, drain, dispatch, await.
 
 ``request_stop(session_id, reason)`` asks a running session to end its turn.
 The request is honoured only at a safe cut point (every requested tool call has

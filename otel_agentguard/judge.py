@@ -53,7 +53,7 @@ def choose_stop_reason(
     explicit_finish: bool = False,
     final_answer: bool = False,
 ) -> str:
-    """DESIGN.md's precedence: an interrupt on purpose is never a failure; a fake
+    """The documented precedence: an interrupt on purpose is never a failure; a fake
     completion outranks other alerts; else the first alert; then error,
     explicit finish, completed; a session that just stopped is abandoned."""
     if interrupt:

@@ -1,4 +1,4 @@
-"""The guard's OpenTelemetry instruments (names fixed by DESIGN.md).
+"""The guard's OpenTelemetry instruments (names are public: dashboards and alert rules use them).
 
 Labels are low-cardinality by construction: stop reasons, profiles, probe and
 budget-kind names. A session id or a tool argument never becomes a label.

@@ -6,7 +6,10 @@ where it can tell, the key and what was expected::
 
     policy.toml:4: profiles.default.windw: unknown key (did you mean 'window'?)
 
-See the README's "Policy reference" for every key.
+Every key the parser accepts is one row of :data:`KEYS` (where it goes, the
+kind of value it takes, its default and what it does): the parser reads its
+keys, kinds and defaults from that table, and docs/policy.md is generated from
+it (``python scripts/policy_reference.py``), so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -51,22 +54,152 @@ class PolicyError(ValueError):
     """A policy that cannot be used; the message says where and why."""
 
 
+# --- every key, once -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One policy key: the table it lives in, its name, the kind of value, its default, what it does.
+
+    ``section`` is a dotted table path whose ``<...>`` parts are names the user picks
+    (``profiles.<profile>``); a ``name`` in ``<...>`` stands for any key of that table.
+    """
+
+    section: str
+    name: str
+    kind: str
+    default: Any
+    doc: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}.{self.name}" if self.section else self.name
+
+
+# Kind -> what a value of it must be (the docs' "takes" column).
+KINDS: dict[str, str] = {
+    "string": "a non-empty string",
+    "strings": "a list of strings",
+    "bool": "true or false",
+    "table": "a table",
+    "positive_int": "a positive integer",
+    "threshold": "an integer of at least 2",
+    "positive_number": "a positive number",
+    "probe_list": "a list of probe names",
+    "profile_name": "the name of a profile",
+    "effect": '"read" or "write"',
+    "usd_per_mtok": "a number of USD per million tokens (0 or more)",
+    "patterns": "a list of regular expressions",
+    "ladder": 'a list of "intervene", "stop", "observe"',
+}
+NO_DEFAULT = None
+PROFILE_SECTION = "profiles.<profile>"
+TOOL_SECTION = "tools.<tool>"
+PRICE_SECTION = "pricing.<model>"
+CLAIM_SECTION = "claims.<language>"
+
+KEYS: tuple[Key, ...] = (
+    Key("", "version", "string", BUILTIN_VERSION,
+        "Your name for this policy's version; recorded on every session span as `agentguard.policy.version`."),
+    Key("", "default_profile", "profile_name", DEFAULT_PROFILE,
+        "The profile of a session that names none and whose task type maps to none."),
+    Key("", "finish_tool", "string", DEFAULT_FINISH_TOOL,
+        "The tool whose successful call ends a session as `explicit_finish`."),
+    Key("", "noise_keys", "strings", [],
+        "Argument keys dropped at any depth before fingerprinting, added to the built-in "
+        f"{', '.join(f'`{k}`' for k in sorted(DEFAULT_NOISE_KEYS))}."),
+    Key("", "budget_note", "bool", False,
+        "Enforce mode: add a remaining-budget note (\"Step 7 of 15: 8 left ...\") to each model request."),
+    Key("", "profiles", "table", NO_DEFAULT, "Named threshold profiles (below)."),
+    Key("", "task_types", "table", NO_DEFAULT, "Task type -> profile name (below)."),
+    Key("", "tools", "table", NO_DEFAULT, "Per-tool contracts (below)."),
+    Key("", "pricing", "table", NO_DEFAULT, "Prices per model name prefix (below)."),
+    Key("", "claims", "table", NO_DEFAULT, "Claim patterns per language (below)."),
+    Key("", "escalation", "table", NO_DEFAULT, "Enforce mode: what each probe's alert leads to (below)."),
+    Key(PROFILE_SECTION, "window", "positive_int", 6,
+        "Sliding window of tool steps that `tool_loop` counts repeats in."),
+    Key(PROFILE_SECTION, "repeat_threshold", "threshold", 3,
+        "Identical calls with the same result within the window that make a `tool_loop` (at most `window`)."),
+    Key(PROFILE_SECTION, "no_progress_steps", "threshold", 4,
+        "Tool steps in a row that bring no new state fingerprint before `no_progress` fires."),
+    Key(PROFILE_SECTION, "error_streak", "threshold", 4,
+        "Tool results in a row that failed or came back empty before `error_streak` fires."),
+    Key(PROFILE_SECTION, "max_steps", "positive_int", 12,
+        "Budget of steps: tool calls plus the final answer."),
+    Key(PROFILE_SECTION, "max_tokens", "positive_int", 4000,
+        "Budget of tokens (input + output, all model calls)."),
+    Key(PROFILE_SECTION, "max_cost_usd", "positive_number", NO_DEFAULT,
+        "Budget in USD, estimated from `[pricing]` and the built-in price table. Unset: no cost budget."),
+    Key(PROFILE_SECTION, "max_wall_time_s", "positive_number", NO_DEFAULT,
+        "Budget of seconds from the session's first span to its latest. Unset: none."),
+    Key(PROFILE_SECTION, "max_model_calls", "positive_int", NO_DEFAULT,
+        "Budget of model calls. Unset: none."),
+    Key(PROFILE_SECTION, "cycle_repeats", "threshold", 3,
+        "Back-to-back repetitions of a 2-4 call sequence that make a `cycle`."),
+    Key(PROFILE_SECTION, "disabled_probes", "probe_list", [],
+        f"Probes this profile does not run ({', '.join(f'`{p}`' for p in PROBE_NAMES)})."),
+    Key("task_types", "<task type>", "profile_name", NO_DEFAULT,
+        "The profile for sessions of this `task_type` (tight budgets for constrained tasks, loose for exploration)."),
+    Key(TOOL_SECTION, "effect", "effect", NO_DEFAULT,
+        "The tool contract: only a successful `write` tool counts as the side effect a final answer may claim. "
+        "Wins over what the span or the framework says."),
+    Key(TOOL_SECTION, "noise_keys", "strings", [],
+        "Argument keys of this tool dropped before fingerprinting, added to the global ones."),
+    Key(TOOL_SECTION, "unordered_keys", "strings", [],
+        "Arguments whose list order carries no meaning: compared as multisets."),
+    Key(TOOL_SECTION, "claims", "strings", [],
+        "Words that name what this write tool does (\"moved\", \"rescheduled\", \"改期\"): a final answer that "
+        "says it did so is a claim even with an unusual verb. A write tool's name already adds its first word; "
+        "`=word` takes a past form exactly as written."),
+    Key("claims", "classifier", "string", NO_DEFAULT,
+        "A callable `module:function` that returns the claim categories of an answer text (a small local model, "
+        "an LLM call); used with the built-in rules as `classifier_mode` says, live and in replay."),
+    Key("claims", "classifier_mode", "string", "after",
+        "`after` (the classifier decides after the rules), `confirm` (only answers the rules flag are asked) or "
+        "`instead` (the rules are not used)."),
+    Key("claims", "classifier_timeout_ms", "positive_int", 2000,
+        "How long a live call waits for the classifier before it falls back to the rules."),
+    Key(PRICE_SECTION, "input_usd_per_mtok", "usd_per_mtok", NO_DEFAULT,
+        "USD per million input tokens; a model uses its longest listed name prefix, and a name here overrides "
+        "the built-in price. Required together with the next key."),
+    Key(PRICE_SECTION, "output_usd_per_mtok", "usd_per_mtok", NO_DEFAULT,
+        "USD per million output tokens. Required together with the previous key."),
+    Key(CLAIM_SECTION, "<category>", "patterns", NO_DEFAULT,
+        "Regular expressions that find an action claim in a final answer; a language named here replaces "
+        "its built-in patterns, a new one is added. Categories: "
+        + ", ".join(f"`{c}`" for c in CLAIM_CATEGORIES) + "."),
+    Key("escalation", "<probe>", "ladder", NO_DEFAULT,
+        "Enforce mode: what a probe's alert leads to, rung by rung (an `intervene` moves on to the next rung "
+        "when the model repeats the call); `observe` turns the probe's enforcement off. Defaults: `tool_loop`, "
+        "`cycle`, `error_streak` intervene, then stop; the others stop."),
+)
+
+
+def keys_in(section: str) -> dict[str, Key]:
+    """The keys of one table of :data:`KEYS`, by name, in table order."""
+    return {key.name: key for key in KEYS if key.section == section}
+
+
+def _default(section: str, name: str) -> Any:
+    return keys_in(section)[name].default
+
+
 @dataclass(frozen=True)
 class Profile:
-    """Thresholds of one scenario. Defaults equal DESIGN.md's ``profiles.default``."""
+    """Thresholds of one scenario. Defaults come from :data:`KEYS`."""
 
     name: str = DEFAULT_PROFILE
-    window: int = 6
-    repeat_threshold: int = 3
-    no_progress_steps: int = 4
-    error_streak: int = 4
-    max_steps: int = 12
-    max_tokens: int = 4000
-    max_cost_usd: float | None = None
-    max_wall_time_s: float | None = None
-    max_model_calls: int | None = None
-    cycle_repeats: int = 3
-    disabled_probes: tuple[str, ...] = ()
+    window: int = _default(PROFILE_SECTION, "window")
+    repeat_threshold: int = _default(PROFILE_SECTION, "repeat_threshold")
+    no_progress_steps: int = _default(PROFILE_SECTION, "no_progress_steps")
+    error_streak: int = _default(PROFILE_SECTION, "error_streak")
+    max_steps: int = _default(PROFILE_SECTION, "max_steps")
+    max_tokens: int = _default(PROFILE_SECTION, "max_tokens")
+    max_cost_usd: float | None = _default(PROFILE_SECTION, "max_cost_usd")
+    max_wall_time_s: float | None = _default(PROFILE_SECTION, "max_wall_time_s")
+    max_model_calls: int | None = _default(PROFILE_SECTION, "max_model_calls")
+    cycle_repeats: int = _default(PROFILE_SECTION, "cycle_repeats")
+    disabled_probes: tuple[str, ...] = tuple(_default(PROFILE_SECTION, "disabled_probes"))
 
 
 @dataclass(frozen=True)
@@ -78,24 +211,9 @@ class ToolContract:
     claims: tuple[str, ...] = ()  # words that name what a write tool does ("moved", "改期")
 
 
-# Profile key -> the kind of value it takes; one table drives parsing and validation.
-_PROFILE_FIELDS: dict[str, str] = {
-    "window": "positive_int",
-    "repeat_threshold": "threshold",
-    "no_progress_steps": "threshold",
-    "error_streak": "threshold",
-    "max_steps": "positive_int",
-    "max_tokens": "positive_int",
-    "max_cost_usd": "positive_number",
-    "max_wall_time_s": "positive_number",
-    "max_model_calls": "positive_int",
-    "cycle_repeats": "threshold",
-    "disabled_probes": "probe_list",
-}
-_TOP_LEVEL = (
-    "version", "default_profile", "finish_tool", "noise_keys", "profiles",
-    "task_types", "tools", "pricing", "claims", "escalation", "budget_note",
-)
+# What the parser accepts, read from KEYS.
+_PROFILE_FIELDS: dict[str, str] = {name: key.kind for name, key in keys_in(PROFILE_SECTION).items()}
+_TOP_LEVEL = tuple(keys_in(""))
 _ESCALATION_ACTIONS = ("intervene", "stop", "observe")
 # Probes whose stall is a repeated call are nudged first; the others stop at the next cut point.
 DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
@@ -106,9 +224,9 @@ DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
     "budget_exceeded": ("stop",),
     "fake_completion": ("stop",),
 }
-_TOOL_KEYS = ("effect", "noise_keys", "unordered_keys", "claims")
-_CLAIMS_KEYS = ("classifier", "classifier_mode", "classifier_timeout_ms")  # beside the [claims.<lang>] tables
-_PRICE_KEYS = ("input_usd_per_mtok", "output_usd_per_mtok")
+_TOOL_KEYS = tuple(keys_in(TOOL_SECTION))
+_CLAIMS_KEYS = tuple(keys_in("claims"))  # beside the [claims.<lang>] tables
+_PRICE_KEYS = tuple(keys_in(PRICE_SECTION))
 
 
 class Policy:
@@ -324,11 +442,13 @@ class _Parser:
     # -- sections -----------------------------------------------------------------------
     def policy(self, data: Mapping[str, Any]) -> Policy:
         self._unknown(data, _TOP_LEVEL, "")
-        version = self._string(data["version"], "version") if "version" in data else BUILTIN_VERSION
-        finish_tool = self._string(data.get("finish_tool", DEFAULT_FINISH_TOOL), "finish_tool")
-        noise = DEFAULT_NOISE_KEYS | frozenset(self._strings(data.get("noise_keys", []), "noise_keys"))
+        top = keys_in("")
+        version = self._string(data["version"], "version") if "version" in data else top["version"].default
+        finish_tool = self._string(data.get("finish_tool", top["finish_tool"].default), "finish_tool")
+        noise = DEFAULT_NOISE_KEYS | frozenset(self._strings(data.get("noise_keys", top["noise_keys"].default),
+                                                             "noise_keys"))
         profiles = self._profiles(self._table(data.get("profiles", {}), "profiles"))
-        default_profile = self._string(data.get("default_profile", DEFAULT_PROFILE), "default_profile")
+        default_profile = self._string(data.get("default_profile", top["default_profile"].default), "default_profile")
         if default_profile not in profiles:
             raise self._error("default_profile", f"no profile named {default_profile!r} (have: {', '.join(profiles)})")
         task_types = {}
@@ -349,7 +469,7 @@ class _Parser:
             claim_patterns=self._claims(self._table(data.get("claims", {}), "claims")),
             claim_classifier=self._claim_classifier(self._table(data.get("claims", {}), "claims")),
             escalation=self._escalation(self._table(data.get("escalation", {}), "escalation")),
-            budget_note=self._bool(data.get("budget_note", False), "budget_note"),
+            budget_note=self._bool(data.get("budget_note", top["budget_note"].default), "budget_note"),
             source=self._source,
         )
 
@@ -530,6 +650,9 @@ def _describe(value: Any) -> str:
 __all__ = [
     "BUILTIN_PATTERNS",
     "DEFAULT_PROFILE",
+    "KEYS",
+    "KINDS",
+    "Key",
     "Policy",
     "PolicyError",
     "Profile",

@@ -8,7 +8,7 @@ A span is a step when ``gen_ai.operation.name`` is ``execute_tool`` (a tool
 step) or an inference operation such as ``chat`` (a model step). Spans of
 OpenLLMetry and OpenInference that lack that attribute are recognised by
 their own span-kind attributes. Where a value comes from (first match wins)
-is fixed by DESIGN.md and mirrored in each helper below.
+is part of the public contract and mirrored in each helper below.
 """
 
 from __future__ import annotations

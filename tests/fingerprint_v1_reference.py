@@ -1,4 +1,4 @@
-"""REFERENCE ONLY (tests): the canonical form as it was before the benchmark work (issue 6).
+"""REFERENCE ONLY (tests): the canonical form as it was before the benchmark work.
 
 The package now writes a faster, JSON-shaped form; tests/test_fingerprint_regression.py
 checks that it makes exactly the same values equal as this one did.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from otel_agentguard.replay.cli import EXAMPLES, run
 
-SEED000 = str(EXAMPLES / "seed000.yaml")
+SUPPORT_SESSIONS = str(EXAMPLES / "support_sessions.yaml")
 MORE_SHAPES = str(EXAMPLES / "more_shapes.yaml")
 POLICY = str(EXAMPLES / "policy.toml")
 DATA = Path(__file__).parent / "data"
@@ -52,8 +53,8 @@ def _clean_environment(monkeypatch):
 # --- replay ------------------------------------------------------------------------------
 
 
-def test_replay_json_has_designs_shape_for_seed000(capsys):
-    document = _json(capsys, "replay", SEED000, "--policy", POLICY)
+def test_replay_json_has_the_documented_shape(capsys):
+    document = _json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY)
 
     assert set(document) == {"sessions"}
     assert [s["session_id"] for s in document["sessions"]] == ["A", "B", "C", "D"]
@@ -66,8 +67,8 @@ def test_replay_json_has_designs_shape_for_seed000(capsys):
             assert isinstance(alert["detail"], str) and alert["detail"]
 
 
-def test_replay_json_values_for_seed000(capsys):
-    sessions = _by_id(_json(capsys, "replay", SEED000, "--policy", POLICY))
+def test_replay_json_values_for_the_support_sessions(capsys):
+    sessions = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY))
 
     a = sessions["A"]
     assert a["stop_reason"] == "fake_completion"  # fake_completion outranks the first alert
@@ -87,16 +88,16 @@ def test_replay_json_values_for_seed000(capsys):
 
 
 def test_replay_uses_the_policy_the_trajectory_file_names(capsys):
-    # No --policy: seed000.yaml says `policy: policy.toml`, whose task_types put D on long_chain.
-    sessions = _by_id(_json(capsys, "replay", SEED000))
+    # No --policy: support_sessions.yaml says `policy: policy.toml`, whose task_types put D on long_chain.
+    sessions = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS))
     assert sessions["D"]["stop_reason"] == "completed"
     assert sessions["D"]["profile"] == "long_chain"
     assert sessions["A"]["policy_version"] == "2026-11-30"
 
 
 def test_replay_profile_default_puts_session_d_over_budget(capsys):
-    own = _by_id(_json(capsys, "replay", SEED000, "--policy", POLICY))["D"]
-    forced = _by_id(_json(capsys, "replay", SEED000, "--policy", POLICY, "--profile", "default"))["D"]
+    own = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY))["D"]
+    forced = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY, "--profile", "default"))["D"]
 
     assert own["stop_reason"] == "completed" and own["alerts"] == []
     assert forced["stop_reason"] == "budget_exceeded"
@@ -107,7 +108,7 @@ def test_replay_profile_default_puts_session_d_over_budget(capsys):
 
 
 def test_replay_profile_long_chain_lets_every_session_run_longer(capsys):
-    sessions = _by_id(_json(capsys, "replay", SEED000, "--policy", POLICY, "--profile", "long_chain"))
+    sessions = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY, "--profile", "long_chain"))
     assert sessions["D"]["stop_reason"] == "completed"
     # Under long_chain (repeat_threshold 5) A's five identical lookups still loop, later.
     loop = [x for x in sessions["A"]["alerts"] if x["probe"] == "tool_loop"]
@@ -115,7 +116,7 @@ def test_replay_profile_long_chain_lets_every_session_run_longer(capsys):
 
 
 def test_compare_profile_json_judges_each_session_twice(capsys):
-    sessions = _by_id(_json(capsys, "replay", SEED000, "--policy", POLICY, "--compare-profile", "default"))
+    sessions = _by_id(_json(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY, "--compare-profile", "default"))
 
     d = sessions["D"]
     assert (d["profile"], d["stop_reason"]) == ("long_chain", "completed")
@@ -126,7 +127,7 @@ def test_compare_profile_json_judges_each_session_twice(capsys):
 
 
 def test_compare_profile_table_shows_both_verdicts(capsys):
-    code, out, _ = _run(capsys, "replay", SEED000, "--policy", POLICY, "--compare-profile", "default")
+    code, out, _ = _run(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY, "--compare-profile", "default")
     assert code == 0
     block_d = out[out.index("session D"):]
     assert "profile long_chain" in block_d
@@ -135,7 +136,7 @@ def test_compare_profile_table_shows_both_verdicts(capsys):
 
 
 def test_replay_table_names_probes_evidence_ids_and_disposals(capsys):
-    code, out, err = _run(capsys, "replay", SEED000, "--policy", POLICY)
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, "--policy", POLICY)
     assert code == 0 and err == ""
     block_a = out[out.index("session A"):out.index("session B")]
     assert "stop_reason: fake_completion" in block_a
@@ -148,14 +149,14 @@ def test_replay_table_names_probes_evidence_ids_and_disposals(capsys):
 
 
 def test_replay_table_is_the_default_format(capsys):
-    code, out, _ = _run(capsys, "replay", SEED000)
+    code, out, _ = _run(capsys, "replay", SUPPORT_SESSIONS)
     assert code == 0
     assert not out.lstrip().startswith("{")
     assert "session C" in out and "stop_reason: completed" in out
 
 
 def test_replay_of_several_files_reports_all_sessions(capsys):
-    sessions = _json(capsys, "replay", SEED000, MORE_SHAPES)["sessions"]
+    sessions = _json(capsys, "replay", SUPPORT_SESSIONS, MORE_SHAPES)["sessions"]
     assert [s["session_id"] for s in sessions] == list("ABCDEFGH")
     by_id = {s["session_id"]: s for s in sessions}
     assert by_id["G"]["stop_reason"] == "explicit_finish"
@@ -163,7 +164,7 @@ def test_replay_of_several_files_reports_all_sessions(capsys):
 
 
 def test_replay_compact_json_is_one_line(capsys):
-    code, out, _ = _run(capsys, "replay", SEED000, "--format", "json", "--compact")
+    code, out, _ = _run(capsys, "replay", SUPPORT_SESSIONS, "--format", "json", "--compact")
     assert code == 0
     assert out.count("\n") == 1
     assert len(json.loads(out)["sessions"]) == 4
@@ -173,7 +174,7 @@ def test_replay_compact_json_is_one_line(capsys):
 
 
 def test_check_passes_on_the_bundled_suites(capsys):
-    code, out, err = _run(capsys, "check", SEED000, MORE_SHAPES)
+    code, out, err = _run(capsys, "check", SUPPORT_SESSIONS, MORE_SHAPES)
     assert code == 0, out + err
     assert "MISS" not in out
     assert "8 labelled sessions, 0 misses" in out
@@ -226,7 +227,7 @@ def test_check_missing_one_of_several_expected_probes_is_a_miss(tmp_path, capsys
 
 
 def test_check_with_profile_default_misses_session_d(capsys):
-    code, out, _ = _run(capsys, "check", SEED000, "--profile", "default")
+    code, out, _ = _run(capsys, "check", SUPPORT_SESSIONS, "--profile", "default")
     assert code == 1
     assert "MISS D" in out
 
@@ -243,7 +244,7 @@ def test_check_without_labels_is_unusable_input(tmp_path, capsys):
 
 
 def test_report_prints_stop_reason_shares_and_percentiles(capsys):
-    code, out, _ = _run(capsys, "report", SEED000, MORE_SHAPES)
+    code, out, _ = _run(capsys, "report", SUPPORT_SESSIONS, MORE_SHAPES)
     assert code == 0
     assert "8 sessions" in out
     sections = [block.splitlines() for block in out.split("\n\n")]
@@ -262,7 +263,7 @@ def test_report_prints_stop_reason_shares_and_percentiles(capsys):
 
 
 def test_report_json_figures(capsys):
-    document = _json(capsys, "report", SEED000, MORE_SHAPES)
+    document = _json(capsys, "report", SUPPORT_SESSIONS, MORE_SHAPES)
     assert document["sessions"] == 8
     assert document["stop_reasons"]["completed"] == {"count": 2, "share": 0.25}
     assert sum(entry["count"] for entry in document["stop_reasons"].values()) == 8
@@ -272,21 +273,66 @@ def test_report_json_figures(capsys):
     assert document["stalls"]["fake_completion"] == 2
 
 
-def test_demo_runs_a_live_agent_replays_it_and_checks_the_suite(capsys):
-    code, out, err = _run(capsys, "demo")
+def test_demo_runs_a_live_agent_replays_it_and_checks_the_suite(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--out", str(tmp_path / "demo"))
     assert code == 0, err
     assert "stuck-parcel     tool_loop" in out
     assert "phantom-refund   fake_completion" in out
     assert "honest-refund    completed" in out
-    assert out.count("same stop_reason and alerts at the same steps") == 3
+    assert out.count("same stop_reason and alerts at the same sequence numbers") == 3
     assert "8 labelled sessions, 0 misses" in out
+
+
+def test_demo_keeps_its_trace_and_the_replay_command_it_prints_works(tmp_path):
+    done = _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "my demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "my demo").iterdir()) == ["policy.toml", "trace.jsonl"]
+    command = done.stdout.rstrip().splitlines()[-1].strip()
+    assert command == "agentguard replay 'my demo/trace.jsonl' --policy 'my demo/policy.toml'"
+    again = _subprocess(str(AGENTGUARD_SCRIPT), *shlex.split(command)[1:], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "stop_reason: tool_loop" in again.stdout and "stop_reason: fake_completion" in again.stdout
+    # A second run replaces the trace instead of appending to it: still three sessions.
+    assert _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "my demo", cwd=tmp_path).returncode == 0
+    third = _subprocess(str(AGENTGUARD_SCRIPT), *shlex.split(command)[1:], cwd=tmp_path)
+    assert "3 sessions, 2 stalled" in third.stdout
+
+
+def test_demo_defaults_to_a_kept_folder_in_the_working_directory(tmp_path):
+    done = _subprocess(sys.executable, "-m", "otel_agentguard", "demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "agentguard-demo" / "trace.jsonl").stat().st_size > 0
+    assert done.stdout.rstrip().endswith(
+        "agentguard replay agentguard-demo/trace.jsonl --policy agentguard-demo/policy.toml")
+
+
+def test_demo_output_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, out, err = _run(capsys, "demo", "--out", str(blocker / "demo"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"agentguard: {blocker / 'demo'}: cannot write")
+
+
+def test_replay_table_says_what_each_number_counts(tmp_path):
+    done = _subprocess(str(AGENTGUARD_SCRIPT), "demo", "--out", "d", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # The live table and the replay both name the tool_loop's evidence by sequence number and
+    # say on the line what those numbers are; the step total says what it counts.
+    assert any(line.split()[:4] == ["stuck-parcel", "tool_loop", "5", "750"] and line.endswith("tool_loop: seq 2 4 6")
+               for line in lines)
+    assert "  ! tool_loop at seq 6; evidence: seq 2 4 6 (sequence numbers count model and tool calls)" in lines
+    assert any("| 5 steps (tool calls + final answer) |" in line for line in lines)
+    assert any(line.startswith("  steps: tool calls + final answer") and "seq: sequence numbers" in line
+               for line in lines)
 
 
 # --- as a real process --------------------------------------------------------------------------
 
 
 def test_python_dash_m_replay_json():
-    done = _subprocess(sys.executable, "-m", "otel_agentguard", "replay", SEED000, "--format", "json")
+    done = _subprocess(sys.executable, "-m", "otel_agentguard", "replay", SUPPORT_SESSIONS, "--format", "json")
     assert done.returncode == 0, done.stderr
     sessions = _by_id(json.loads(done.stdout))
     assert sessions["A"]["stop_reason"] == "fake_completion"
@@ -295,7 +341,7 @@ def test_python_dash_m_replay_json():
 
 def test_console_script_check_bundled_suites():
     assert AGENTGUARD_SCRIPT.exists(), "the agentguard console script is not installed"
-    done = _subprocess(str(AGENTGUARD_SCRIPT), "check", SEED000, MORE_SHAPES)
+    done = _subprocess(str(AGENTGUARD_SCRIPT), "check", SUPPORT_SESSIONS, MORE_SHAPES)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 misses" in done.stdout
 
@@ -497,12 +543,12 @@ def test_directory_exits_2(tmp_path, capsys, name):
 
 def test_missing_file_among_good_ones_exits_2(tmp_path, capsys):
     path = tmp_path / "gone.jsonl"
-    code, out, err = _run(capsys, "replay", SEED000, str(path))
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, str(path))
     _assert_one_line_error(code, out, err, path, None)
 
 
 def test_unknown_profile_exits_2(capsys):
-    code, out, err = _run(capsys, "replay", SEED000, "--profile", "nope")
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, "--profile", "nope")
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1
     assert "'nope'" in err and "--profile" in err
@@ -510,7 +556,7 @@ def test_unknown_profile_exits_2(capsys):
 
 
 def test_unknown_compare_profile_exits_2(capsys):
-    code, out, err = _run(capsys, "replay", SEED000, "--compare-profile", "nope")
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, "--compare-profile", "nope")
     assert code == 2 and out == ""
     assert "'nope'" in err and len(err.strip().splitlines()) == 1
 
@@ -518,7 +564,7 @@ def test_unknown_compare_profile_exits_2(capsys):
 def test_bad_policy_file_exits_2_naming_file_line_and_key(tmp_path, capsys):
     policy = tmp_path / "p.toml"
     policy.write_text('version = "v"\n[profiles.default]\nwindw = 6\n', encoding="utf-8")
-    code, out, err = _run(capsys, "replay", SEED000, "--policy", str(policy))
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, "--policy", str(policy))
     message = _assert_one_line_error(code, out, err, policy, 3)
     assert "profiles.default.windw" in message
     assert "did you mean 'window'" in message
@@ -526,7 +572,7 @@ def test_bad_policy_file_exits_2_naming_file_line_and_key(tmp_path, capsys):
 
 def test_missing_policy_file_exits_2(tmp_path, capsys):
     policy = tmp_path / "absent.toml"
-    code, out, err = _run(capsys, "replay", SEED000, "--policy", str(policy))
+    code, out, err = _run(capsys, "replay", SUPPORT_SESSIONS, "--policy", str(policy))
     _assert_one_line_error(code, out, err, policy, None)
 
 

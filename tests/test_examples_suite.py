@@ -1,4 +1,4 @@
-"""The bundled example sessions as a regression suite (seed 000 and more shapes)."""
+"""The bundled example sessions as a regression suite (four support sessions and more stall shapes)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def _alerts(verdict) -> list[tuple[str, int, tuple[int, ...]]]:
 
 
 @pytest.fixture
-def seed000(example_policy):
-    return _verdicts(example_policy, "seed000.yaml")
+def support_sessions(example_policy):
+    return _verdicts(example_policy, "support_sessions.yaml")
 
 
 @pytest.fixture
@@ -26,12 +26,12 @@ def more_shapes(example_policy):
     return _verdicts(example_policy, "more_shapes.yaml")
 
 
-def test_seed000_has_four_sessions(seed000):
-    assert sorted(seed000) == ["A", "B", "C", "D"]
+def test_support_sessions_has_four_sessions(support_sessions):
+    assert sorted(support_sessions) == ["A", "B", "C", "D"]
 
 
-def test_seed000_session_a_loop_no_progress_and_fake_completion(seed000):
-    verdict = seed000["A"]
+def test_support_sessions_session_a_loop_no_progress_and_fake_completion(support_sessions):
+    verdict = support_sessions["A"]
     assert _alerts(verdict) == [
         ("tool_loop", 5, (3, 4, 5)),
         ("no_progress", 7, (4, 5, 6, 7)),
@@ -45,29 +45,29 @@ def test_seed000_session_a_loop_no_progress_and_fake_completion(seed000):
     assert verdict.tokens == 1310
 
 
-def test_seed000_session_b_fake_completion_only(seed000):
-    verdict = seed000["B"]
+def test_support_sessions_session_b_fake_completion_only(support_sessions):
+    verdict = support_sessions["B"]
     assert _alerts(verdict) == [("fake_completion", 4, (4,))]
     assert verdict.stop_reason == "fake_completion"
     assert verdict.label(4) == "b04"
 
 
-def test_seed000_session_c_completes_without_alerts(seed000):
-    verdict = seed000["C"]
+def test_support_sessions_session_c_completes_without_alerts(support_sessions):
+    verdict = support_sessions["C"]
     assert verdict.alerts == ()
     assert verdict.stop_reason == "completed"
 
 
-def test_seed000_session_d_passes_under_its_long_chain_profile(seed000):
-    verdict = seed000["D"]
+def test_support_sessions_session_d_passes_under_its_long_chain_profile(support_sessions):
+    verdict = support_sessions["D"]
     assert verdict.profile == "long_chain"
     assert verdict.alerts == ()
     assert verdict.stop_reason == "completed"
     assert verdict.steps == 15
 
 
-def test_seed000_session_d_exceeds_budget_under_default_profile(example_policy):
-    verdict = _verdicts(example_policy, "seed000.yaml", profile="default")["D"]
+def test_support_sessions_session_d_exceeds_budget_under_default_profile(example_policy):
+    verdict = _verdicts(example_policy, "support_sessions.yaml", profile="default")["D"]
     assert verdict.profile == "default"
     assert [(a.probe, a.budget_kind, a.sequence, a.evidence) for a in verdict.alerts] == [
         ("budget_exceeded", "steps", 13, (13,)),
@@ -76,11 +76,11 @@ def test_seed000_session_d_exceeds_budget_under_default_profile(example_policy):
     assert verdict.stop_reason == "budget_exceeded"
 
 
-def test_seed000_other_sessions_unchanged_under_default_profile(example_policy, seed000):
-    forced = _verdicts(example_policy, "seed000.yaml", profile="default")
+def test_support_sessions_other_sessions_unchanged_under_default_profile(example_policy, support_sessions):
+    forced = _verdicts(example_policy, "support_sessions.yaml", profile="default")
     for sid in ("A", "B", "C"):
-        assert _alerts(forced[sid]) == _alerts(seed000[sid])
-        assert forced[sid].stop_reason == seed000[sid].stop_reason
+        assert _alerts(forced[sid]) == _alerts(support_sessions[sid])
+        assert forced[sid].stop_reason == support_sessions[sid].stop_reason
 
 
 def test_more_shapes_e_cycle_and_no_progress(more_shapes):
@@ -110,7 +110,7 @@ def test_more_shapes_h_reordered_sources_are_a_tool_loop(more_shapes):
     assert verdict.stop_reason == "tool_loop"
 
 
-@pytest.mark.parametrize("name", ["seed000.yaml", "more_shapes.yaml"])
+@pytest.mark.parametrize("name", ["support_sessions.yaml", "more_shapes.yaml"])
 def test_examples_meet_their_own_labels(example_policy, name):
     for session, verdict in replay_files([EXAMPLES / name], example_policy):
         assert session.expect is not None, session.session_id

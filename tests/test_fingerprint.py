@@ -1,4 +1,4 @@
-"""Canonical fingerprints of tool arguments and results (issue 2, "Canonical fingerprints")."""
+"""Canonical fingerprints of tool arguments and results."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Regression tests for the fast paths added by the benchmark work (issue 6).
+"""Regression tests for the fast paths added by the benchmark work.
 
 * The canonical form changed encoding (JSON-shaped, faster to write) but must make
   exactly the same values equal as before: checked pairwise against the previous

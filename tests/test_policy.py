@@ -1,4 +1,4 @@
-"""The TOML policy: DESIGN.md's example, built-in defaults, inheritance, task types,
+"""The TOML policy: the documented example, built-in defaults, inheritance, task types,
 every kind of mistake as one clear PolicyError, and runtime profile resolution."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from otel_agentguard.policy import Policy, PolicyError, Profile, load_policy, parse_policy
 from otel_agentguard.replay.cli import EXAMPLES
 
-# DESIGN.md "Policy file (TOML)", verbatim.
-DESIGN_POLICY = """\
+# The documented example policy, verbatim.
+EXAMPLE_POLICY = """\
 version = "2026-11-30"          # recorded on every session span
 
 [profiles.default]
@@ -40,7 +40,7 @@ unordered_keys = ["urls"]        # list order carries no meaning for these argum
 noise_keys = ["cursor"]          # added to the global noise keys for this tool
 """
 
-DESIGN_DEFAULT = {
+EXPECTED_DEFAULT = {
     "window": 6,
     "repeat_threshold": 3,
     "no_progress_steps": 4,
@@ -48,7 +48,7 @@ DESIGN_DEFAULT = {
     "max_steps": 12,
     "max_tokens": 4000,
 }
-DESIGN_LONG_CHAIN = {
+EXPECTED_LONG_CHAIN = {
     "window": 8,
     "repeat_threshold": 5,
     "no_progress_steps": 6,
@@ -59,7 +59,7 @@ DESIGN_LONG_CHAIN = {
 
 
 def _thresholds(profile: Profile) -> dict[str, int]:
-    return {key: getattr(profile, key) for key in DESIGN_DEFAULT}
+    return {key: getattr(profile, key) for key in EXPECTED_DEFAULT}
 
 
 def _write(tmp_path: Path, text: str | bytes, name: str = "policy.toml") -> Path:
@@ -76,24 +76,24 @@ def no_profile_env(monkeypatch):
     monkeypatch.delenv("OTEL_AGENTGUARD_PROFILE", raising=False)
 
 
-# --- DESIGN.md's example ---------------------------------------------------------------
+# --- the documented example -----------------------------------------------------------
 
 
-def test_design_example_parses_with_its_values(tmp_path):
-    policy = load_policy(_write(tmp_path, DESIGN_POLICY))
+def test_documented_example_parses_with_its_values(tmp_path):
+    policy = load_policy(_write(tmp_path, EXAMPLE_POLICY))
 
     assert policy.version == "2026-11-30"
     assert set(policy.profiles) == {"default", "long_chain"}
-    assert _thresholds(policy.profiles["default"]) == DESIGN_DEFAULT
-    assert _thresholds(policy.profiles["long_chain"]) == DESIGN_LONG_CHAIN
+    assert _thresholds(policy.profiles["default"]) == EXPECTED_DEFAULT
+    assert _thresholds(policy.profiles["long_chain"]) == EXPECTED_LONG_CHAIN
     assert policy.profiles["long_chain"].name == "long_chain"
     assert policy.effect("update_order") == "write"
     assert policy.effect("fetch_sources") is None
     assert policy.effect("search_kb") is None
 
 
-def test_design_example_tool_contract_shapes_fingerprints(tmp_path):
-    policy = load_policy(_write(tmp_path, DESIGN_POLICY))
+def test_documented_example_tool_contract_shapes_fingerprints(tmp_path):
+    policy = load_policy(_write(tmp_path, EXAMPLE_POLICY))
     fetch = policy.fingerprinter("fetch_sources")
     # unordered_keys: list order is no difference; noise_keys: cursor is dropped.
     first = fetch.arguments({"urls": ["a", "b", "c"], "cursor": 1}).fingerprint
@@ -107,8 +107,8 @@ def test_design_example_tool_contract_shapes_fingerprints(tmp_path):
     assert plain.arguments({"q": 1, "cursor": 1}).fingerprint != plain.arguments({"q": 1, "cursor": 2}).fingerprint
 
 
-def test_design_example_global_noise_keys_are_dropped_for_every_tool(tmp_path):
-    policy = load_policy(_write(tmp_path, DESIGN_POLICY))
+def test_documented_example_global_noise_keys_are_dropped_for_every_tool(tmp_path):
+    policy = load_policy(_write(tmp_path, EXAMPLE_POLICY))
     fp = policy.fingerprinter("query_logistics")
     base = fp.arguments({"order": "A1001"}).fingerprint
     for noise in ("trace_id", "request_id", "timestamp", "random_seed"):
@@ -116,22 +116,22 @@ def test_design_example_global_noise_keys_are_dropped_for_every_tool(tmp_path):
     assert fp.arguments({"order": "A1001", "page": 2}).fingerprint != base
 
 
-def test_bundled_example_policy_matches_design(example_policy):
+def test_bundled_example_policy_matches_the_documented_example(example_policy):
     assert example_policy.version == "2026-11-30"
-    assert _thresholds(example_policy.profiles["default"]) == DESIGN_DEFAULT
-    assert _thresholds(example_policy.profiles["long_chain"]) == DESIGN_LONG_CHAIN
+    assert _thresholds(example_policy.profiles["default"]) == EXPECTED_DEFAULT
+    assert _thresholds(example_policy.profiles["long_chain"]) == EXPECTED_LONG_CHAIN
     assert example_policy.source == str(EXAMPLES / "policy.toml")
 
 
 # --- built-in defaults ------------------------------------------------------------------
 
 
-def test_builtin_defaults_equal_design_default_profile():
+def test_builtin_defaults_equal_the_documented_default_profile():
     builtin = Policy.builtin()
     profile = builtin.resolve_profile()
     assert profile.name == "default"
-    assert _thresholds(profile) == DESIGN_DEFAULT
-    assert _thresholds(Profile()) == DESIGN_DEFAULT
+    assert _thresholds(profile) == EXPECTED_DEFAULT
+    assert _thresholds(Profile()) == EXPECTED_DEFAULT
     assert builtin.finish_tool == "finalize"
     assert {"trace_id", "request_id", "timestamp", "random_seed"} <= builtin.noise_keys
 
@@ -139,11 +139,11 @@ def test_builtin_defaults_equal_design_default_profile():
 def test_empty_policy_text_gives_the_builtin_defaults():
     policy = parse_policy("", source="empty.toml")
     assert set(policy.profiles) == {"default"}
-    assert _thresholds(policy.profiles["default"]) == DESIGN_DEFAULT
+    assert _thresholds(policy.profiles["default"]) == EXPECTED_DEFAULT
 
 
-def test_design_default_profile_equals_builtin_default_profile():
-    parsed = parse_policy(DESIGN_POLICY).profiles["default"]
+def test_documented_default_profile_equals_builtin_default_profile():
+    parsed = parse_policy(EXAMPLE_POLICY).profiles["default"]
     assert parsed == Policy.builtin().profiles["default"]
 
 
@@ -184,7 +184,7 @@ def test_profile_declared_before_default_still_inherits_from_it():
 
 def test_task_types_map_to_profiles():
     policy = parse_policy(
-        DESIGN_POLICY + '\n[task_types]\nrebooking = "default"\nwarehouse_transfer = "long_chain"\n',
+        EXAMPLE_POLICY + '\n[task_types]\nrebooking = "default"\nwarehouse_transfer = "long_chain"\n',
         source="p.toml",
     )
     assert policy.task_types == {"rebooking": "default", "warehouse_transfer": "long_chain"}
@@ -196,11 +196,11 @@ def test_task_types_map_to_profiles():
 
 
 def test_task_type_naming_an_unknown_profile_is_an_error(tmp_path):
-    path = _write(tmp_path, DESIGN_POLICY + '\n[task_types]\nrefund = "strict"\n')
+    path = _write(tmp_path, EXAMPLE_POLICY + '\n[task_types]\nrefund = "strict"\n')
     with pytest.raises(PolicyError) as info:
         load_policy(path)
     message = str(info.value)
-    lines = DESIGN_POLICY.count("\n") + 3
+    lines = EXAMPLE_POLICY.count("\n") + 3
     assert message.startswith(f"{path}:{lines}: task_types.refund: ")
     assert "'strict'" in message
     assert "\n" not in message
@@ -388,7 +388,7 @@ def _policy_warnings(caplog) -> list[logging.LogRecord]:
 
 
 def test_resolve_unknown_profile_falls_back_to_default_with_one_warning(no_profile_env, caplog):
-    policy = parse_policy(DESIGN_POLICY)
+    policy = parse_policy(EXAMPLE_POLICY)
     with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
         first = policy.resolve_profile("nope")
         second = policy.resolve_profile("nope")
@@ -399,7 +399,7 @@ def test_resolve_unknown_profile_falls_back_to_default_with_one_warning(no_profi
 
 
 def test_resolve_known_profile_does_not_warn(no_profile_env, caplog):
-    policy = parse_policy(DESIGN_POLICY)
+    policy = parse_policy(EXAMPLE_POLICY)
     with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
         assert policy.resolve_profile("long_chain").name == "long_chain"
         assert policy.resolve_profile().name == "default"
@@ -407,7 +407,7 @@ def test_resolve_known_profile_does_not_warn(no_profile_env, caplog):
 
 
 def test_resolve_warns_once_per_unknown_name(no_profile_env, caplog):
-    policy = parse_policy(DESIGN_POLICY)
+    policy = parse_policy(EXAMPLE_POLICY)
     with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
         for _ in range(3):
             policy.resolve_profile("nope")
@@ -416,7 +416,7 @@ def test_resolve_warns_once_per_unknown_name(no_profile_env, caplog):
 
 
 def test_resolve_honours_profile_environment_variable(monkeypatch):
-    policy = parse_policy(DESIGN_POLICY)
+    policy = parse_policy(EXAMPLE_POLICY)
     monkeypatch.setenv("OTEL_AGENTGUARD_PROFILE", "long_chain")
     assert policy.resolve_profile().name == "long_chain"
     # A session's own profile still wins over the process-wide default.
@@ -424,7 +424,7 @@ def test_resolve_honours_profile_environment_variable(monkeypatch):
 
 
 def test_resolve_environment_profile_unknown_falls_back_with_warning(monkeypatch, caplog):
-    policy = parse_policy(DESIGN_POLICY)
+    policy = parse_policy(EXAMPLE_POLICY)
     monkeypatch.setenv("OTEL_AGENTGUARD_PROFILE", "no_such_profile")
     with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
         assert policy.resolve_profile().name == "default"
@@ -432,7 +432,7 @@ def test_resolve_environment_profile_unknown_falls_back_with_warning(monkeypatch
 
 
 def test_resolve_task_type_beats_environment_default(monkeypatch):
-    policy = parse_policy(DESIGN_POLICY + '\n[task_types]\nwarehouse_transfer = "long_chain"\n')
+    policy = parse_policy(EXAMPLE_POLICY + '\n[task_types]\nwarehouse_transfer = "long_chain"\n')
     monkeypatch.setenv("OTEL_AGENTGUARD_PROFILE", "default")
     assert policy.resolve_profile(task_type="warehouse_transfer").name == "long_chain"
 

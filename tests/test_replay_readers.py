@@ -1,5 +1,5 @@
 """Replay readers: OTLP JSON lines (hand-built and from real SDK spans), foreign GenAI
-instrumentations, seed 002's agent-trace.jsonl and JSON trajectory files."""
+instrumentations, an agent's own agent-trace.jsonl event log and JSON trajectory files."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from otel_agentguard.replay.cli import EXAMPLES, run
 from otel_agentguard.steps import MODEL, TOOL, step_from_attributes, step_kind
 
 DATA = Path(__file__).parent / "data"
-SEED002_TRACE = DATA / "seed002_agent_trace.jsonl"  # written by seed 002's demo, default limits
-SEED002_BUDGET_TRACE = DATA / "seed002_agent_trace_budget.jsonl"  # LOOP_LIMIT=99 BUDGET_USD=0.005
-SEED002_SESSION = "581d1f68-545f-42b7-8fea-f991a1dd0146"
-SEED002_FINGERPRINT = "search:8678fea0623ec647"
+SEARCH_LOOP_TRACE = DATA / "agent_trace_search_loop.jsonl"  # an agent's event log, default limits
+SEARCH_BUDGET_TRACE = DATA / "agent_trace_search_budget.jsonl"  # LOOP_LIMIT=99 BUDGET_USD=0.005
+SEARCH_LOOP_SESSION = "581d1f68-545f-42b7-8fea-f991a1dd0146"
+SEARCH_FINGERPRINT = "search:8678fea0623ec647"
 
 TRACE_1 = "0af7651916cd43dd8448eb211c80319c"
 TRACE_2 = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -606,20 +606,20 @@ def test_sdk_batch_in_one_request_equals_one_request_per_span(tmp_path, tracer_p
     assert summary(batch) == summary(single) == [("sess-1", "tool_loop", (("tool_loop", (1, 2, 3)),))]
 
 
-# --- seed 002's agent-trace.jsonl ---------------------------------------------------------------
+# --- an agent's own agent-trace.jsonl event log ---------------------------------------------------------------
 
 
 def test_agent_trace_planned_calls_become_tool_steps(policy):
-    [session] = read_files([SEED002_TRACE], policy)
-    assert session.session_id == SEED002_SESSION
+    [session] = read_files([SEARCH_LOOP_TRACE], policy)
+    assert session.session_id == SEARCH_LOOP_SESSION
     assert [(s.kind, s.name, s.sequence) for s in session.steps] == [(TOOL, "search", n) for n in (2, 4, 6)]
-    assert {s.args_fingerprint for s in session.steps} == {SEED002_FINGERPRINT}
+    assert {s.args_fingerprint for s in session.steps} == {SEARCH_FINGERPRINT}
     assert all(s.result_fingerprint is None for s in session.steps)  # the log keeps no results
     assert [s.cost_usd for s in session.steps] == pytest.approx([0.002, 0.002, 0.002])
 
 
 def test_agent_trace_three_identical_planned_calls_raise_tool_loop(policy):
-    [(_, verdict)] = replay_files([SEED002_TRACE], policy)
+    [(_, verdict)] = replay_files([SEARCH_LOOP_TRACE], policy)
     assert verdict.stop_reason == "tool_loop"
     assert [(a.probe, a.evidence) for a in verdict.alerts] == [("tool_loop", (2, 4, 6))]
     assert verdict.cost_usd == pytest.approx(0.006)
@@ -627,7 +627,7 @@ def test_agent_trace_three_identical_planned_calls_raise_tool_loop(policy):
 
 def test_agent_trace_two_identical_planned_calls_do_not_loop(tmp_path, policy):
     # Only the first five events: two planned calls, two completions.
-    lines = SEED002_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)[:5]
+    lines = SEARCH_LOOP_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)[:5]
     path = tmp_path / "agent-trace.jsonl"
     path.write_text("".join(lines), encoding="utf-8")
     [(session, verdict)] = replay_files([path], policy)
@@ -637,15 +637,15 @@ def test_agent_trace_two_identical_planned_calls_do_not_loop(tmp_path, policy):
 
 def test_agent_trace_projected_spend_drives_the_cost_budget():
     policy = parse_policy("[profiles.default]\nmax_cost_usd = 0.005\nrepeat_threshold = 5\n", source="p.toml")
-    [(_, verdict)] = replay_files([SEED002_BUDGET_TRACE], policy)
+    [(_, verdict)] = replay_files([SEARCH_BUDGET_TRACE], policy)
     assert verdict.stop_reason == "budget_exceeded"
     [alert] = verdict.alerts
     assert (alert.probe, alert.budget_kind, alert.sequence) == ("budget_exceeded", "cost", 6)
 
 
 def test_agent_trace_sessions_interleaved_in_one_file_stay_apart(tmp_path, policy):
-    one = SEED002_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
-    two = SEED002_BUDGET_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
+    one = SEARCH_LOOP_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
+    two = SEARCH_BUDGET_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
     path = tmp_path / "agent-trace.jsonl"
     path.write_text("".join(a + b for a, b in zip(one, two)), encoding="utf-8")
     sessions = _sessions(path, policy)
@@ -657,10 +657,10 @@ def test_agent_trace_sessions_interleaved_in_one_file_stay_apart(tmp_path, polic
 # --- JSON trajectory files ----------------------------------------------------------------------
 
 
-def _seed000_as_json(tmp_path: Path, indent: int | None) -> Path:
-    document = yaml.safe_load((EXAMPLES / "seed000.yaml").read_text(encoding="utf-8"))
+def _support_sessions_as_json(tmp_path: Path, indent: int | None) -> Path:
+    document = yaml.safe_load((EXAMPLES / "support_sessions.yaml").read_text(encoding="utf-8"))
     document["policy"] = str(EXAMPLES / "policy.toml")
-    path = tmp_path / "seed000.json"
+    path = tmp_path / "support_sessions.json"
     path.write_text(json.dumps(document, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8")
     return path
 
@@ -675,17 +675,17 @@ def _verdict_summary(paths: list[Path], policy: Policy) -> list[tuple]:
 
 @pytest.mark.parametrize("indent", [2, None], ids=["pretty-printed", "one-line"])
 def test_json_trajectory_reads_like_the_yaml_one(tmp_path, example_policy, indent):
-    path = _seed000_as_json(tmp_path, indent)
+    path = _support_sessions_as_json(tmp_path, indent)
     if indent:
         assert path.read_text(encoding="utf-8").count("\n") > 50
     from_json = _verdict_summary([path], example_policy)
-    from_yaml = _verdict_summary([EXAMPLES / "seed000.yaml"], example_policy)
+    from_yaml = _verdict_summary([EXAMPLES / "support_sessions.yaml"], example_policy)
     assert from_json == from_yaml
     assert [row[1] for row in from_json] == ["fake_completion", "fake_completion", "completed", "completed"]
 
 
 def test_pretty_json_trajectory_through_the_cli_uses_its_named_policy(tmp_path, capsys):
-    path = _seed000_as_json(tmp_path, 2)
+    path = _support_sessions_as_json(tmp_path, 2)
     assert run(["replay", str(path), "--format", "json"]) == 0
     sessions = {s["session_id"]: s for s in json.loads(capsys.readouterr().out)["sessions"]}
     assert sessions["D"]["profile"] == "long_chain"  # from the policy's task_types

@@ -1,20 +1,25 @@
 """``python -m otel_agentguard.demo`` (and ``agentguard demo``): the whole loop in one command.
 
 1. runs :mod:`otel_agentguard.demo.agent` under ``opentelemetry-instrument``, the
-   way users run their agents, writing the trace as OTLP JSON lines;
-2. replays that file through the same judge (``agentguard replay``);
+   way users run their agents, writing the trace as OTLP JSON lines into the
+   output folder (``--out``, default ``./agentguard-demo``, kept afterwards);
+2. replays that file through the same judge (``agentguard replay``) and prints
+   the command that replays it again;
 3. shows that both feeds agree, session by session;
 4. checks the bundled regression suite (``agentguard check``).
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from otel_agentguard.policy import load_policy
@@ -23,7 +28,24 @@ from otel_agentguard.replay.runner import judge_recorded
 from otel_agentguard.replay.sources import read_files
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SUITES = ("seed000.yaml", "more_shapes.yaml")
+SUITES = ("support_sessions.yaml", "more_shapes.yaml")
+DEFAULT_OUT = "agentguard-demo"
+# What the demo imports beyond the core install: module -> the distribution that brings it.
+NEEDS = {"openai": "openai", "opentelemetry.distro": "opentelemetry-distro", "yaml": "PyYAML"}
+
+
+class DemoError(Exception):
+    """Something the user can fix, said in one line (exit status 2)."""
+
+
+def missing_packages() -> list[str]:
+    missing = []
+    for module, distribution in NEEDS.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(distribution)
+    return missing
 
 
 def _launcher() -> str:
@@ -50,25 +72,58 @@ def run_live(trace_file: Path, policy_file: Path) -> dict[str, dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
-    policy_file = EXAMPLES / "policy.toml"
-    policy = load_policy(policy_file)
-    with tempfile.TemporaryDirectory(prefix="agentguard-demo-") as folder:
-        trace_file = Path(folder) / "trace.jsonl"
-        print("== 1. a support agent on the real openai SDK, run under opentelemetry-instrument ==\n")
-        live = run_live(trace_file, policy_file)
-        print(f"  {'session':<16} {'stop_reason':<16} {'steps':>5} {'tokens':>7}  alerts (probe: evidence)")
-        for name, verdict in live.items():
-            alerts = ", ".join(f"{a['probe']}: {' '.join(map(str, a['evidence']))}" for a in verdict["alerts"])
-            print(f"  {name:<16} {verdict['stop_reason']:<16} {verdict['steps']:>5} {verdict['tokens']:>7}  "
-                  f"{alerts or '-'}")
-        spans = sum(len(ss["spans"]) for line in trace_file.read_text().splitlines()
-                    for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
-        print(f"\n  {spans} spans written as OTLP JSON lines\n")
+def prepare(out: str) -> tuple[Path, Path]:
+    """The output folder with the policy copied in; an earlier demo's trace there is replaced."""
+    missing = missing_packages()
+    if missing:
+        raise DemoError(f"the demo needs {', '.join(missing)}: pip install 'otel-agentguard[demo]'")
+    folder = Path(out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        trace_file = folder / "trace.jsonl"
+        trace_file.unlink(missing_ok=True)  # the exporter appends: start from an empty file
+        policy_file = folder / "policy.toml"
+        shutil.copyfile(EXAMPLES / "policy.toml", policy_file)
+    except OSError as exc:
+        raise DemoError(f"{out}: cannot write the demo's files there: {exc.strerror or exc}") from None
+    return trace_file, policy_file
 
-        print(f"== 2. agentguard replay {trace_file.name} --policy {policy_file.name} ==\n")
-        judged = [(s, judge_recorded(s, policy)) for s in read_files([trace_file], policy)]
-        print(render.replay_table(judged))
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentguard demo", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv).out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
+                        help=f"folder for the trace and policy files, kept afterwards (default: ./{DEFAULT_OUT})")
+
+
+def run(out: str) -> int:
+    try:
+        trace_file, policy_file = prepare(out)
+    except DemoError as exc:
+        print(f"agentguard: {exc}", file=sys.stderr)
+        return 2
+    policy = load_policy(policy_file)
+    print("== 1. a support agent on the real openai SDK, run under opentelemetry-instrument ==\n")
+    live = run_live(trace_file, policy_file)
+    print(f"  {'session':<16} {'stop_reason':<16} {'steps':>5} {'tokens':>7}  alerts (probe: evidence)")
+    for name, verdict in live.items():
+        alerts = ", ".join(f"{a['probe']}: seq {' '.join(map(str, a['evidence']))}" for a in verdict["alerts"])
+        print(f"  {name:<16} {verdict['stop_reason']:<16} {verdict['steps']:>5} {verdict['tokens']:>7}  "
+              f"{alerts or '-'}")
+    print("\n  steps: tool calls + final answer (what max_steps limits); "
+          "seq: sequence numbers, which count model and tool calls")
+    spans = sum(len(ss["spans"]) for line in trace_file.read_text().splitlines()
+                for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
+    print(f"  {spans} spans written as OTLP JSON lines to {trace_file}\n")
+
+    command = f"agentguard replay {shlex.quote(str(trace_file))} --policy {shlex.quote(str(policy_file))}"
+    print(f"== 2. {command} ==\n")
+    judged = [(s, judge_recorded(s, policy)) for s in read_files([trace_file], policy)]
+    print(render.replay_table(judged))
 
     print("\n== 3. the live judge and the replay agree ==\n")
     replayed = {verdict.session_id: verdict for _, verdict in judged}
@@ -78,13 +133,14 @@ def main() -> int:
         same = again is not None and again.stop_reason == verdict["stop_reason"] and [
             {"probe": a.probe, "evidence": list(a.evidence)} for a in again.alerts] == verdict["alerts"]
         agree = agree and same
-        print(f"  {name:<16} {'same stop_reason and alerts at the same steps' if same else 'DIFFERENT'}")
+        print(f"  {name:<16} {'same stop_reason and alerts at the same sequence numbers' if same else 'DIFFERENT'}")
 
     print("\n== 4. agentguard check: the bundled regression suite ==\n")
     files = [str(EXAMPLES / name) for name in SUITES]
     suite = [(s, judge_recorded(s, policy)) for s in read_files(files, policy)]
     outcomes, unlabelled = render.check_outcomes(suite)
     print(render.check_table(outcomes, unlabelled))
+    print(f"\nThe trace is kept in {trace_file.parent}/. Judge it again, or with your own policy:\n\n  {command}")
     return 0 if agree and all(outcome.ok for outcome in outcomes) else 1
 
 

@@ -7,7 +7,7 @@
     agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json]
     agentguard report FILE... [--policy P.toml] [--format table|json]
     agentguard claims TEXT... [--policy P.toml] [--format table|json]
-    agentguard demo
+    agentguard demo [--out DIR]
 
 Exit status: 0 when it ran (and, for ``check``, every label held), 1 when a
 ``check`` label was missed, 2 for unusable input: the message names the file
@@ -169,9 +169,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from otel_agentguard.demo.__main__ import main
+    from otel_agentguard.demo.__main__ import run as run_demo
 
-    return main()
+    return run_demo(args.out)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -217,7 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "else the built-in defaults)")
     claims.add_argument("--format", choices=("table", "json"), default="table")
     claims.add_argument("--compact", action="store_true", help="one-line JSON")
-    add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
+    demo = add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
+    from otel_agentguard.demo.__main__ import add_arguments as add_demo_arguments
+
+    add_demo_arguments(demo)
     return parser
 
 

@@ -70,7 +70,7 @@ def replay_table(judged: Sequence[Judged], compared: Sequence[Verdict] | None = 
         title = f" - {session.title}" if session.title else ""
         lines.append(f"session {verdict.session_id}{title}")
         lines.append(
-            f"  {_short_path(session.source)} | profile {verdict.profile} | {verdict.steps} steps | "
+            f"  {_short_path(session.source)} | profile {verdict.profile} | {verdict.steps} {STEPS_MEANING} | "
             f"{verdict.tokens:,} tokens | ${verdict.cost_usd:.4f} | {verdict.duration_s:.1f}s"
         )
         lines.append(f"  stop_reason: {verdict.stop_reason}")
@@ -88,12 +88,27 @@ def replay_table(judged: Sequence[Judged], compared: Sequence[Verdict] | None = 
     return "\n".join(lines)
 
 
+# Two counts users meet: the step total (what max_steps limits) and the sequence numbers alerts
+# and evidence point at (every model and tool call has one). Each line says which it shows.
+STEPS_MEANING = "steps (tool calls + final answer)"
+SEQUENCE_MEANING = "sequence numbers count model and tool calls"
+
+
+def alert_line(verdict: Verdict, alert: Alert) -> str:
+    """``tool_loop at seq 6; evidence: seq 2 4 6 (...)``, or the step ids a trajectory file gave."""
+    kind = f" ({alert.budget_kind})" if alert.budget_kind else ""
+    numbers = (alert.sequence, *alert.evidence)
+    if all(seq in verdict.labels for seq in numbers):
+        evidence = " ".join(verdict.labels[seq] for seq in alert.evidence)
+        return f"{alert.probe}{kind} at step {verdict.labels[alert.sequence]}; evidence: {evidence}"
+    evidence = " ".join(verdict.label(seq) for seq in alert.evidence)
+    return f"{alert.probe}{kind} at seq {verdict.label(alert.sequence)}; evidence: seq {evidence} ({SEQUENCE_MEANING})"
+
+
 def _alert_lines(verdict: Verdict, indent: str) -> list[str]:
     lines = []
     for alert in verdict.alerts:
-        kind = f" ({alert.budget_kind})" if alert.budget_kind else ""
-        evidence = " ".join(verdict.label(seq) for seq in alert.evidence)
-        lines.append(f"{indent}! {alert.probe}{kind} at step {verdict.label(alert.sequence)}; evidence: {evidence}")
+        lines.append(f"{indent}! {alert_line(verdict, alert)}")
         lines.append(f"{indent}    {alert.detail}")
         lines.append(f"{indent}    disposal: {alert.disposal}")
     return lines

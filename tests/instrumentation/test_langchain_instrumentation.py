@@ -146,7 +146,7 @@ AGENT_RUNS = ("invoke", "ainvoke", "stream", "astream")
 # --- tool spans ------------------------------------------------------------------------------------
 
 
-def test_sync_tool_span_has_the_design_attributes(tracing):
+def test_sync_tool_span_has_the_documented_attributes(tracing):
     output = lookup.invoke(tool_call("lookup", call_id="call_7", order="A1"))
 
     assert isinstance(output, ToolMessage)

@@ -195,7 +195,7 @@ def stalls(span) -> list[dict]:
 
 
 def assert_completed_lookup(tracing: GuardedTracing, session_id: str) -> None:
-    """The DESIGN.md attributes of a model -> tool -> model (final answer) run."""
+    """The documented attributes of a model -> tool -> model (final answer) run."""
     (session,) = session_spans(tracing)
     first, final = by_operation(tracing, "chat")
     (tool,) = by_operation(tracing, A.OP_EXECUTE_TOOL)

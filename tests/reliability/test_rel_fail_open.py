@@ -268,7 +268,7 @@ def test_foreign_spans_replayed_from_an_otlp_file_never_raise_and_give_the_live_
         second = replay_digest(path, policy)
         assert first == second
         if first[0] != "unusable input" and not known_live_replay_gap(recipes):
-            # One judge, two feeds (DESIGN.md): the file gives the verdicts the live run gave.
+            # One judge, two feeds: the file gives the verdicts the live run gave.
             assert replayed_verdicts(path, policy) == live_verdicts(tracing)
 
 

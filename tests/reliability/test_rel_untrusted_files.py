@@ -126,7 +126,7 @@ def test_a_deeply_nested_policy_is_a_policy_error_not_a_traceback(tmp_path, caps
     except Exception as exc:  # noqa: BLE001 - which exception is the point
         raised = exc
     assert isinstance(raised, PolicyError), f"{type(raised).__name__}"
-    code = run(["replay", str(PACKAGE / "examples" / "seed000.yaml"), "--policy", str(path)])
+    code = run(["replay", str(PACKAGE / "examples" / "support_sessions.yaml"), "--policy", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
