@@ -115,6 +115,8 @@ SECTIONS = (
     (PRICE_SECTION, "`[pricing.<model>]`",
      "Prices for the cost budget, added to the built-in table; quote names with dots or dashes "
      '(`[pricing."gpt-4o-mini"]`).'),
+    ("claims", "`[claims]`",
+     "A stronger judge of final answers for `fake_completion`; see [fake completion](fake-completion.md)."),
     (CLAIM_SECTION, "`[claims.<language>]`",
      "Patterns that find action claims in final answers (for `fake_completion`)."),
     ("escalation", "`[escalation]`", "Enforce mode only; see [enforcement](enforcement.md)."),

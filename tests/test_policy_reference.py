@@ -65,7 +65,13 @@ def test_builtin_top_level_defaults_are_the_table_defaults():
     assert Policy.builtin().finish_tool == top["finish_tool"].default
 
 
+CLAIMS_SAMPLES = {"classifier": '"json:loads"', "classifier_mode": '"confirm"', "classifier_timeout_ms": "100"}
+
+
 def _snippet(key) -> str:
+    if key.section == "claims":  # the classifier's options need a classifier
+        own = "" if key.name == "classifier" else f"{key.name} = {CLAIMS_SAMPLES[key.name]}\n"
+        return f"[claims]\nclassifier = {CLAIMS_SAMPLES['classifier']}\n{own}"
     value = SAMPLES[key.kind]
     concrete = {"profiles.<profile>": "profiles.default", "tools.<tool>": "tools.t", "pricing.<model>": "pricing.m",
                 "claims.<language>": "claims.en", "task_types": "task_types", "escalation": "escalation"}
@@ -85,7 +91,7 @@ def test_the_parser_accepts_every_key_of_the_table(key):
 @pytest.mark.parametrize("section", sorted({k.section for k in KEYS if not k.name.startswith("<")}))
 def test_the_parser_rejects_a_key_the_table_does_not_list(section):
     concrete = {"": "", "profiles.<profile>": "[profiles.default]\n", "tools.<tool>": "[tools.t]\n",
-                "pricing.<model>": "[pricing.m]\n"}[section]
+                "pricing.<model>": "[pricing.m]\n", "claims": "[claims]\n"}[section]
     with pytest.raises(PolicyError, match="not_a_key: unknown key"):
         parse_policy(concrete + "not_a_key = 1\n", source="p.toml")
 
