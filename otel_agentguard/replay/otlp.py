@@ -21,6 +21,9 @@ from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 
 _MAX_PARENT_HOPS = 256
+# The OpenTelemetry JS SDK stamps a span's start in whole milliseconds and its end as start plus
+# a measured duration, so a child can seem to end up to a millisecond after its parent.
+_CLOCK_SLACK_NS = 2_000_000
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
 
 
@@ -211,7 +214,7 @@ class OTLPCollector:
             for index, (run, candidate) in enumerate(members, start=1):
                 if run is not None:
                     session = self._runs[run]
-                    if session.end_ns and candidate.end_ns > session.end_ns:
+                    if session.end_ns and candidate.end_ns > session.end_ns + _CLOCK_SLACK_NS:
                         continue  # ended after its session: the live judge never saw it either
                 else:
                     if spanless is None:
