@@ -10,6 +10,7 @@ demo: $(VENV)/.installed-demo
 
 test: $(VENV)/.installed-test
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
+	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
 	$(BIN)/python -m pytest
 
 $(BIN)/python:

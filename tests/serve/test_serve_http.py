@@ -187,3 +187,25 @@ def test_a_session_without_its_root_span_is_judged_after_the_idle_timeout():
         wait_for(lambda: running.verdicts())
         (verdict,) = running.verdicts().values()
     assert verdict["agentguard.stop_reason"] == "tool_loop"
+
+
+def test_a_step_ending_a_millisecond_after_its_session_span_still_counts():
+    """The OpenTelemetry JS SDK stamps starts in whole milliseconds and ends as start plus a measured
+    duration: a final answer can seem to end just after the invoke_agent span that encloses it."""
+    trace_id, root = "c" * 32, "d" * 16
+
+    def span(span_id, parent, start_ms, end_ns_after, attrs):
+        start = 1_700_000_000_000_000_000 + start_ms * 1_000_000
+        return {"traceId": trace_id, "spanId": span_id, "parentSpanId": parent, "name": "x",
+                "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + end_ns_after),
+                "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str) else
+                                {"arrayValue": {"values": [{"stringValue": x} for x in v]}}} for k, v in attrs.items()]}
+
+    final = span("1" * 16, root, 10, 2_000_000, {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ["stop"]})
+    session = span(root, "", 0, 11_500_000, {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "js"})
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [final, session]}]}]}).encode()
+    with service_in_thread(settle_s=0.2) as running:
+        assert _post(running.url, body, "application/json").status_code == 200
+        wait_for(lambda: "js" in running.verdicts())
+        verdict = running.verdicts()["js"]
+    assert verdict["agentguard.stop_reason"] == "completed" and verdict["agentguard.steps"] == 1
