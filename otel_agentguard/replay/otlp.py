@@ -110,7 +110,11 @@ class OTLPCollector:
             raise InputError(path, f"not a valid OTLP JSON span ({type(exc).__name__}: {exc})", line) from None
 
     def _add_span(self, span: Mapping[str, Any], path: str, line: int) -> None:
-        attrs = decode_attributes(span.get("attributes"))
+        self.add_span(span, decode_attributes(span.get("attributes")), path, line)
+
+    def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int) -> None:
+        """One OTLP JSON span whose attributes are given already decoded (``agentguard serve``
+        decodes protobuf attributes straight to values rather than through the JSON shape)."""
         span_id = str(span.get("spanId") or "")
         parent_id = str(span.get("parentSpanId") or "")
         trace_id = str(span.get("traceId") or "")

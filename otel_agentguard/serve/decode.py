@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_agentguard import attributes as A
-from otel_agentguard.steps import FINAL_FINISH_REASONS
+from otel_agentguard.steps import FINAL_FINISH_REASONS, explicit_session
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -47,7 +47,8 @@ class TraceBatch:
     session tracker needs to know without reading every attribute again."""
 
     trace_id: str
-    document: dict[str, Any]
+    document: dict[str, Any] | None  # OTLP JSON bodies: the document, as replay reads it
+    decoded: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # protobuf: (span, attributes)
     spans: int = 0
     root_span_id: str = ""  # a span without a parent: the trace is complete
     session_spans: dict[str, str] = field(default_factory=dict)  # session id -> its invoke_agent span id
@@ -97,19 +98,19 @@ def _from_protobuf(body: bytes) -> list[TraceBatch]:
 
 
 def from_request(request: ExportTraceServiceRequest) -> list[TraceBatch]:
-    """Batches from an already parsed request (the gRPC receiver gets it parsed)."""
+    """Batches from an already parsed request (the gRPC receiver gets it parsed).
+
+    Each span becomes the OTLP JSON span replay reads, except that its attributes are decoded
+    straight to values (what replay's decoder makes of them) instead of through the JSON shape.
+    """
     batches: dict[str, TraceBatch] = {}
     for resource_spans in request.resource_spans:
-        resource = {"attributes": [_key_value(kv) for kv in resource_spans.resource.attributes]}
         for scope_spans in resource_spans.scope_spans:
-            scope = {"name": scope_spans.scope.name, "version": scope_spans.scope.version}
-            groups: dict[str, list[dict[str, Any]]] = {}
             for span in scope_spans.spans:
                 trace_id = span.trace_id.hex()
                 span_id = span.span_id.hex()
                 if len(trace_id) != 32 or len(span_id) != 16 or trace_id == "0" * 32:
                     raise BadRequest(f"span {span.name!r} has an invalid trace id or span id")
-                attrs = [_key_value(kv) for kv in span.attributes]
                 encoded: dict[str, Any] = {
                     "traceId": trace_id,
                     "spanId": span_id,
@@ -118,7 +119,6 @@ def from_request(request: ExportTraceServiceRequest) -> list[TraceBatch]:
                     "kind": span.kind,
                     "startTimeUnixNano": span.start_time_unix_nano,
                     "endTimeUnixNano": span.end_time_unix_nano,
-                    "attributes": attrs,
                     "status": {"code": span.status.code, "message": span.status.message},
                 }
                 if span.events:
@@ -133,15 +133,41 @@ def from_request(request: ExportTraceServiceRequest) -> list[TraceBatch]:
                          "attributes": [_key_value(kv) for kv in link.attributes]}
                         for link in span.links
                     ]
+                attrs = _values(span.attributes)
                 batch = batches.get(trace_id)
                 if batch is None:
-                    batch = batches[trace_id] = TraceBatch(trace_id, {"resourceSpans": []})
-                _note(batch, encoded, attrs)
-                groups.setdefault(trace_id, []).append(encoded)
-            for trace_id, spans in groups.items():
-                batches[trace_id].document["resourceSpans"].append(
-                    {"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]})
+                    batch = batches[trace_id] = TraceBatch(trace_id, None)
+                batch.decoded.append((encoded, attrs))
+                _note_decoded(batch, span_id, encoded["parentSpanId"], attrs)
     return list(batches.values())
+
+
+def _values(items: Any) -> dict[str, Any]:
+    """Attributes as replay's decoder makes them; the common case (a string) inline (hot path)."""
+    out: dict[str, Any] = {}
+    for kv in items:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        out[kv.key] = value.string_value if kind == "string_value" else _value(value, kind)
+    return out
+
+
+def _value(value: Any, kind: str | None) -> Any:
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "array_value":
+        return tuple(_value(item, item.WhichOneof("value")) for item in value.array_value.values)
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value, kv.value.WhichOneof("value")) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return value.bytes_value
+    return None
 
 
 def _key_value(kv: Any) -> dict[str, Any]:
@@ -286,6 +312,25 @@ def _check_value(value: Any, where: str, depth: int = 0) -> None:
 
 
 # --- what the session tracker needs --------------------------------------------------------
+
+
+def _note_decoded(batch: TraceBatch, span_id: str, parent_id: str, attrs: Mapping[str, Any]) -> None:
+    """:func:`_note` for decoded attributes."""
+    batch.spans += 1
+    if not batch.any_span_id:
+        batch.any_span_id = span_id
+    if not parent_id:
+        batch.root_span_id = span_id
+    for key in _FINISH_KEYS:
+        reasons = attrs.get(key)
+        if reasons is not None:
+            reasons = reasons if isinstance(reasons, tuple) else (reasons,)
+            if any(str(reason).lower() in FINAL_FINISH_REASONS for reason in reasons):
+                batch.final_answer = True
+    if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
+        session = explicit_session(attrs)
+        if session:
+            batch.session_spans[session] = span_id
 
 
 def _note(batch: TraceBatch, span: Mapping[str, Any], attrs: Any) -> None:

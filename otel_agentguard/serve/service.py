@@ -97,17 +97,23 @@ class JudgeService:
 
     async def _run(self) -> None:
         assert self._wake is not None
+        loop = asyncio.get_running_loop()
+        # Quiet traces are looked for on a clock, not after every request: the sweep visits every
+        # open trace, and a busy service holds thousands.
+        tick = min(self.sessions.settle_s, self.sessions.idle_timeout_s) / 4
+        next_sweep = loop.time() + tick
         while True:
-            timeout = self.sessions.next_deadline()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await asyncio.wait_for(self._wake.wait(), max(next_sweep - loop.time(), 0))
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
             while self._queue:
                 self._process(self._queue.popleft())
                 await asyncio.sleep(0)  # let the receivers answer between requests
-            self._write(self.sessions.expire())
+            if loop.time() >= next_sweep or self._draining:
+                self._write(self.sessions.expire())
+                next_sweep = loop.time() + tick
             if self._draining and not self._queue:
                 return
 

@@ -117,7 +117,15 @@ class LiveSessions:
             self.counts.over_limit += batch.spans
             return []
         try:
-            trace.collector.add_document(batch.document, f"trace {trace_id}", 1)
+            if batch.document is not None:
+                trace.collector.add_document(batch.document, f"trace {trace_id}", 1)
+            else:
+                for span, attrs in batch.decoded:
+                    trace.collector.add_span(span, attrs, f"trace {trace_id}", 1)
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:  # as add_document says
+            self.counts.unreadable += batch.spans
+            logger.warning("agentguard serve: spans of %s not readable: %s: %s", trace_id, type(exc).__name__, exc)
+            return []
         except InputError as exc:
             self.counts.unreadable += batch.spans
             logger.warning("agentguard serve: spans of %s not readable: %s", trace_id, exc)
@@ -147,16 +155,6 @@ class LiveSessions:
             trace = self._open[trace_id]
             judged.extend(self._judge(trace_id, "settled" if trace.settling else "idle"))
         return judged
-
-    def next_deadline(self) -> float | None:
-        """Seconds until the next trace falls due (None: nothing open)."""
-        if not self._open:
-            return None
-        now = self.clock()
-        return max(min(
-            trace.last_seen + (self.settle_s if trace.settling else self.idle_timeout_s) - now
-            for trace in self._open.values()
-        ), 0.0)
 
     def close(self) -> list[JudgedSession]:
         """Judge everything still open (shutdown)."""
