@@ -22,8 +22,10 @@ from otel_agentguard.steps import Step, explicit_session, nested_step, step_from
 
 _MAX_PARENT_HOPS = 256
 # The OpenTelemetry JS SDK stamps a span's start in whole milliseconds and its end as start plus
-# a measured duration, so a child can seem to end up to a millisecond after its parent.
-_CLOCK_SLACK_NS = 2_000_000
+# a measured duration, so a child can seem to end up to a millisecond after its parent. A session
+# span started on a whole millisecond gets that much slack; one stamped in nanoseconds none.
+_MS_NS = 1_000_000
+_CLOCK_SLACK_NS = 2 * _MS_NS
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
 
 
@@ -218,7 +220,8 @@ class OTLPCollector:
             for index, (run, candidate) in enumerate(members, start=1):
                 if run is not None:
                     session = self._runs[run]
-                    if session.end_ns and candidate.end_ns > session.end_ns + _CLOCK_SLACK_NS:
+                    slack = _CLOCK_SLACK_NS if session.start_ns % _MS_NS == 0 else 0
+                    if session.end_ns and candidate.end_ns > session.end_ns + slack:
                         continue  # ended after its session: the live judge never saw it either
                 else:
                     if spanless is None:
