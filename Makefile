@@ -30,7 +30,7 @@ bench: $(BENCH_VENV)/.installed
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e . -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e '.[serve]' -r bench/requirements.txt
 	touch $@
 
 clean:
