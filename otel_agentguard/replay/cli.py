@@ -179,7 +179,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         profile=args.profile, idle_timeout_s=args.idle_timeout, settle_s=args.settle,
         max_body_bytes=args.max_body_bytes, queue_spans=args.queue_spans,
     )
-    return serve(policy, options)
+    from otel_agentguard.serve.verdicts import ExporterError
+
+    try:
+        return serve(policy, options)
+    except ExporterError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:  # the address is taken or not ours
+        raise UsageError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
