@@ -38,3 +38,39 @@ def test_a_busy_port_is_a_one_line_error():
         done = _serve("--listen", f"127.0.0.1:{port}")
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_policy_file_from_the_environment_is_the_judges_policy(tmp_path):
+    """The same policy file as everywhere: here a tool contract that makes get_order a write, so
+    the answer claiming a refund after it is no fake completion; and a profile named by the variable."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from serve_support import emit_session, start_serve_process
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = "serve-test"\n[profiles.strict]\nmax_steps = 2\n'
+                      '[tools.get_order]\neffect = "write"\n', encoding="utf-8")
+    kept: list = []
+
+    class Keep(BatchSpanProcessor):
+        def on_end(self, span):
+            kept.append(span)
+
+    provider = TracerProvider()
+    provider.add_span_processor(Keep(InMemorySpanExporter()))
+    emit_session(provider.get_tracer("agent"), "wrote", "fake")
+    emit_session(provider.get_tracer("agent"), "long", "clean")
+    serve = start_serve_process(tmp_path, env={"OTEL_AGENTGUARD_POLICY": str(policy),
+                                               "OTEL_AGENTGUARD_PROFILE": "strict"})
+    try:
+        assert OTLPSpanExporter(endpoint=serve.url).export(kept).name == "SUCCESS"
+    finally:
+        code, err = serve.stop()
+    assert code == 0, err
+    verdicts = {v["agentguard.session.id"]: v for v in serve.verdicts()}
+    assert verdicts["wrote"]["agentguard.stop_reason"] == "completed"
+    assert verdicts["long"]["agentguard.stop_reason"] == "budget_exceeded"
+    assert {v["agentguard.policy.version"] for v in verdicts.values()} == {"serve-test"}
+    assert {v["agentguard.profile"] for v in verdicts.values()} == {"strict"}
