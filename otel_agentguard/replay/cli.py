@@ -165,7 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from otel_agentguard.serve.main import ServeOptions, serve, split_address
     except ImportError as exc:
-        raise UsageError(f"serve needs its extra ({exc.name} is missing): pip install 'otel-agentguard[serve]'") from None
+        raise UsageError(
+            f"serve needs its extra ({exc.name} is missing): pip install 'otel-agentguard[serve]'") from None
     for option, value in (("--listen", args.listen), ("--grpc-listen", args.grpc_listen)):
         if value and value != "off":
             try:
@@ -225,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
     serve = add("serve", "receive OTLP traces from agents in any language, judge every session, export verdicts", None)
-    serve.add_argument("--listen", default="127.0.0.1:4318", metavar="HOST:PORT", help="OTLP/HTTP (default %(default)s)")
+    serve.add_argument("--listen", default="127.0.0.1:4318", metavar="HOST:PORT",
+                       help="OTLP/HTTP (default %(default)s)")
     serve.add_argument("--grpc-listen", default="127.0.0.1:4317", metavar="HOST:PORT",
                        help="OTLP/gRPC where grpcio is installed (default %(default)s; 'off' disables it)")
     serve.add_argument("--policy", metavar="P.toml", help="policy file (default: $OTEL_AGENTGUARD_POLICY, else the "

@@ -204,6 +204,7 @@ def _from_json(body: bytes) -> list[TraceBatch]:
     if not isinstance(document, dict):
         raise BadRequest("the JSON body is not an object")
     batches: dict[str, TraceBatch] = {}
+    documents: dict[str, dict[str, Any]] = {}
     for r_index, resource_spans in enumerate(_list(document, "resourceSpans", "request")):
         where = f"resourceSpans[{r_index}]"
         _mapping(resource_spans, where)
@@ -220,11 +221,12 @@ def _from_json(body: bytes) -> list[TraceBatch]:
                 trace_id = span["traceId"].lower()
                 batch = batches.get(trace_id)
                 if batch is None:
-                    batch = batches[trace_id] = TraceBatch(trace_id, {"resourceSpans": []})
+                    documents[trace_id] = {"resourceSpans": []}
+                    batch = batches[trace_id] = TraceBatch(trace_id, documents[trace_id])
                 _note(batch, span, span.get("attributes") or ())
                 groups.setdefault(trace_id, []).append(span)
             for trace_id, spans in groups.items():
-                batches[trace_id].document["resourceSpans"].append(
+                documents[trace_id]["resourceSpans"].append(
                     {"resource": resource, "scopeSpans": [{"scope": scope_spans.get("scope") or {}, "spans": spans}]})
     return list(batches.values())
 

@@ -109,8 +109,9 @@ def _post(url: str, body: bytes, content_type: str = "application/x-protobuf", *
     (b"{not json", "application/json", "invalid JSON"),
     (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz", "spanId": "0" * 16}]}]}]}).encode(),
      "application/json", "traceId is not 32 hex digits"),
-    (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "a" * 32, "spanId": "b" * 16,
-                                                               "attributes": [{"key": "k", "value": {"intValue": "x"}}]}]}]}]}).encode(),
+    (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "a" * 32, "spanId": "b" * 16,
+        "attributes": [{"key": "k", "value": {"intValue": "x"}}]}]}]}]}).encode(),
      "application/json", "intValue is not a valid value"),
     (b"{}", "text/plain", "unsupported Content-Type"),
 ])
@@ -201,7 +202,8 @@ def test_a_step_ending_a_millisecond_after_its_session_span_still_counts():
                 "attributes": [{"key": k, "value": {"stringValue": v} if isinstance(v, str) else
                                 {"arrayValue": {"values": [{"stringValue": x} for x in v]}}} for k, v in attrs.items()]}
 
-    final = span("1" * 16, root, 10, 2_000_000, {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ["stop"]})
+    final = span("1" * 16, root, 10, 2_000_000,
+                 {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ["stop"]})
     session = span(root, "", 0, 11_500_000, {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "js"})
     body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [final, session]}]}]}).encode()
     with service_in_thread(settle_s=0.2) as running:
