@@ -10,6 +10,7 @@ demo: $(VENV)/.installed-demo
 
 test: $(VENV)/.installed-test
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
+	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
 	$(BIN)/python -m pytest
 
 $(BIN)/python:
@@ -29,7 +30,7 @@ bench: $(BENCH_VENV)/.installed
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e . -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e '.[serve]' -r bench/requirements.txt
 	touch $@
 
 clean:

@@ -26,3 +26,6 @@ OTEL_AGENTGUARD_JSONL_PATH = "OTEL_AGENTGUARD_JSONL_PATH"
 
 OTEL_AGENTGUARD_REPAIR_HISTORY = "OTEL_AGENTGUARD_REPAIR_HISTORY"
 """``true``: repair unpaired tool calls in each request's history before it is sent (off by default)."""
+
+OTEL_AGENTGUARD_SERVE_TOKEN = "OTEL_AGENTGUARD_SERVE_TOKEN"
+"""``agentguard serve`` answers 401 to requests without ``Authorization: Bearer <token>`` (unset: no check)."""

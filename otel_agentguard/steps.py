@@ -26,8 +26,13 @@ TOOL = "tool"
 MODEL = "model"
 
 FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
-TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})
+TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls"})  # the last: Vercel AI SDK
 _MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
+# The Vercel AI SDK (``ai``) names its spans' operation in ``ai.operationId``, not in gen_ai.operation.name.
+_AI_SDK_TOOL_CALL = "ai.toolCall"
+_AI_SDK_MODEL_CALLS = frozenset({
+    "ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate", "ai.streamObject.doStream",
+})
 
 
 @dataclass(slots=True)  # treated as immutable; not frozen, whose __init__ is twice as slow
@@ -76,6 +81,11 @@ def step_kind(attrs: Mapping[str, Any]) -> str | None:
     if kind in ("tool", "TOOL"):
         return TOOL
     if kind == "LLM" or attrs.get("llm.request.type") in ("chat", "completion"):
+        return MODEL
+    ai_sdk = attrs.get("ai.operationId")
+    if ai_sdk == _AI_SDK_TOOL_CALL:
+        return TOOL
+    if ai_sdk in _AI_SDK_MODEL_CALLS:
         return MODEL
     return None
 
@@ -129,14 +139,16 @@ def _tool_step(
     fingerprinter = None
     args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
     if args_fp is None:
-        raw_args = _first(attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value"))
+        raw_args = _first(attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value",
+                                   "ai.toolCall.args"))
         if raw_args is not None:
             fingerprinter = policy.fingerprinter(name)
             args_fp = fingerprinter.arguments(_decode(raw_args)).fingerprint
     result_fp = attrs.get(A.TOOL_RESULT_FINGERPRINT)
     empty = attrs.get(A.TOOL_RESULT_EMPTY)
     if result_fp is None or empty is None:
-        raw_result = _first(attrs, (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value"))
+        raw_result = _first(attrs, (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value",
+                                     "ai.toolCall.result"))
         if raw_result is not None:
             result = _decode(raw_result)
             if result_fp is None:
@@ -175,6 +187,9 @@ def _model_step(
     tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))
     if tool_calls is None and messages is not None:
         tool_calls = _count_tool_calls(messages)
+    if tool_calls is None and "ai.response.toolCalls" in attrs:  # Vercel AI SDK: a JSON list
+        called = _decode(attrs["ai.response.toolCalls"])
+        tool_calls = len(called) if isinstance(called, list) else None
     final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
     claims: tuple[str, ...] = ()
@@ -226,6 +241,7 @@ def _tool_name(attrs: Mapping[str, Any], span_name: str) -> str:
         attrs.get(A.GEN_AI_TOOL_NAME)
         or attrs.get("traceloop.entity.name")
         or attrs.get("tool.name")
+        or attrs.get("ai.toolCall.name")
         or _tool_from_span_name(span_name)
     )
 
@@ -310,5 +326,5 @@ def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
             str(part.get("content") or "") for message in messages for part in _parts(message)
             if isinstance(part, Mapping) and part.get("type") == "text"
         )
-    text = attrs.get("gen_ai.completion.0.content") or attrs.get("output.value")
+    text = attrs.get("gen_ai.completion.0.content") or attrs.get("output.value") or attrs.get("ai.response.text")
     return text if isinstance(text, str) else ""

@@ -174,12 +174,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.out)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from otel_agentguard.serve.main import ServeOptions, serve, split_address
+    except ImportError as exc:
+        raise UsageError(
+            f"serve needs its extra ({exc.name} is missing): pip install 'otel-agentguard[serve]'") from None
+    for option, value in (("--listen", args.listen), ("--grpc-listen", args.grpc_listen)):
+        if value and value != "off":
+            try:
+                split_address(value)
+            except ValueError as exc:
+                raise UsageError(f"{option}: {exc}") from None
+    policy = load_policy(args.policy) if args.policy else coerce_policy(None)
+    _check_profile(policy, args.profile, "--profile")
+    options = ServeOptions(
+        listen=args.listen, grpc_listen=None if args.grpc_listen == "off" else args.grpc_listen,
+        profile=args.profile, idle_timeout_s=args.idle_timeout, settle_s=args.settle,
+        max_body_bytes=args.max_body_bytes, queue_spans=args.queue_spans,
+    )
+    from otel_agentguard.serve.verdicts import ExporterError
+
+    try:
+        return serve(policy, options)
+    except ExporterError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:  # the address is taken or not ours
+        raise UsageError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": cmd_replay,
     "check": cmd_check,
     "report": cmd_report,
     "claims": cmd_claims,
     "demo": cmd_demo,
+    "serve": cmd_serve,
 }
 
 
@@ -209,6 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
+    serve = add("serve", "receive OTLP traces from agents in any language, judge every session, export verdicts", None)
+    serve.add_argument("--listen", default="127.0.0.1:4318", metavar="HOST:PORT",
+                       help="OTLP/HTTP (default %(default)s)")
+    serve.add_argument("--grpc-listen", default="127.0.0.1:4317", metavar="HOST:PORT",
+                       help="OTLP/gRPC where grpcio is installed (default %(default)s; 'off' disables it)")
+    serve.add_argument("--policy", metavar="P.toml", help="policy file (default: $OTEL_AGENTGUARD_POLICY, else the "
+                       "built-in defaults)")
+    serve.add_argument("--profile", metavar="NAME", help="profile for sessions that name none")
+    serve.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
+                       help="judge a trace after S quiet seconds (default %(default)s)")
+    serve.add_argument("--settle", type=float, default=2.0, metavar="S",
+                       help="after a final answer or a session span, judge after S quiet seconds (default %(default)s)")
+    serve.add_argument("--max-body-bytes", type=int, default=16 << 20, metavar="N",
+                       help="413 beyond N bytes, compressed or not (default %(default)s)")
+    serve.add_argument("--queue-spans", type=int, default=200_000, metavar="N",
+                       help="spans waiting to be judged before requests get 503 (default %(default)s)")
     claims = commands.add_parser("claims", help="say whether an answer claims a completed action, and why",
                                  description="say whether each answer claims a completed action, and which "
                                  "clause and rule decided it")

@@ -21,6 +21,11 @@ from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 
 _MAX_PARENT_HOPS = 256
+# The OpenTelemetry JS SDK stamps a span's start in whole milliseconds and its end as start plus
+# a measured duration, so a child can seem to end up to a millisecond after its parent. A session
+# span started on a whole millisecond gets that much slack; one stamped in nanoseconds none.
+_MS_NS = 1_000_000
+_CLOCK_SLACK_NS = 2 * _MS_NS
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
 
 
@@ -107,7 +112,11 @@ class OTLPCollector:
             raise InputError(path, f"not a valid OTLP JSON span ({type(exc).__name__}: {exc})", line) from None
 
     def _add_span(self, span: Mapping[str, Any], path: str, line: int) -> None:
-        attrs = decode_attributes(span.get("attributes"))
+        self.add_span(span, decode_attributes(span.get("attributes")), path, line)
+
+    def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int) -> None:
+        """One OTLP JSON span whose attributes are given already decoded (``agentguard serve``
+        decodes protobuf attributes straight to values rather than through the JSON shape)."""
         span_id = str(span.get("spanId") or "")
         parent_id = str(span.get("parentSpanId") or "")
         trace_id = str(span.get("traceId") or "")
@@ -211,7 +220,8 @@ class OTLPCollector:
             for index, (run, candidate) in enumerate(members, start=1):
                 if run is not None:
                     session = self._runs[run]
-                    if session.end_ns and candidate.end_ns > session.end_ns:
+                    slack = _CLOCK_SLACK_NS if session.start_ns % _MS_NS == 0 else 0
+                    if session.end_ns and candidate.end_ns > session.end_ns + slack:
                         continue  # ended after its session: the live judge never saw it either
                 else:
                     if spanless is None:
