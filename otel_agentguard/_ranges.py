@@ -92,8 +92,10 @@ def drop() -> None:
 def describe(value: Any) -> str:
     """A short, safe rendering of a bad value for an error message."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
-        # str() of a very long integer raises: estimate its digits from its bits
-        return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1:,} digits"
+        try:
+            return f"an integer of {len(str(abs(value))):,} digits"
+        except ValueError:  # beyond Python's 4,300-digit conversion limit: estimate from the bits
+            return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1:,} digits"
     if isinstance(value, float) and not math.isfinite(value):
         return repr(value)
     text = repr(value)

@@ -39,8 +39,10 @@ def decode_value(value: Mapping[str, Any]) -> Any:
             item = value.get("stringValue", _ABSENT)
             if item is not _ABSENT:
                 return item
-    elif not isinstance(value, Mapping):
+    elif value is None:
         return None
+    elif not isinstance(value, Mapping):
+        raise TypeError("an AnyValue must be an object")  # _explain says where
     for key, item in value.items():
         if key == "stringValue":
             return item
@@ -122,9 +124,11 @@ class OTLPCollector:
 
     def _add_span(self, span: Mapping[str, Any], path: str, line: int, where: str = "span") -> None:
         attrs = decode_attributes(span.get("attributes"))
-        span_id = str(span.get("spanId") or "")
-        parent_id = str(span.get("parentSpanId") or "")
-        trace_id = str(span.get("traceId") or "")
+        span_id = span.get("spanId") or ""
+        parent_id = span.get("parentSpanId") or ""
+        trace_id = span.get("traceId") or ""
+        if type(span_id) is not str or type(parent_id) is not str or type(trace_id) is not str:
+            raise TypeError("span ids must be strings")  # _explain says which
         if not span_id or not trace_id:
             raise InputError(path, "span without traceId or spanId", line)
         if attrs.get(A.VERDICT):
@@ -136,7 +140,10 @@ class OTLPCollector:
         self._seen.add((trace_id, span_id))
         start_ns = _unix_nano(span, "startTimeUnixNano", path, line, where)
         end_ns = _unix_nano(span, "endTimeUnixNano", path, line, where)
-        error = (span.get("status") or {}).get("code") in _ERROR_CODES
+        status = span.get("status") or {}
+        if type(status) is not dict:
+            raise TypeError("status must be an object")  # _explain says where
+        error = status.get("code") in _ERROR_CODES
         if parent_id:
             self._parents[span_id] = parent_id
         session_id = explicit_session(attrs)
