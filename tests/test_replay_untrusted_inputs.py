@@ -403,3 +403,12 @@ def test_otlp_structure_errors_describe_the_file_not_python(tmp_path, capsys, li
     assert message.startswith(f"agentguard: {path}:2: ")
     assert expected in message
     assert "Error" not in message and "'str' object" not in message
+
+
+def test_one_line_json_trajectory_names_its_policy_relative_to_itself(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text('version = "one-line"\n', encoding="utf-8")
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"policy": "p.toml", "steps": [{"tool": "q", "args": {}}]}) + "\n", encoding="utf-8")
+    code, out, err = _run(capsys, "replay", str(suite), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["sessions"][0]["policy_version"] == "one-line"

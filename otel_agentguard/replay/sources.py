@@ -100,9 +100,14 @@ def find_policy_reference(
         file = Path(path)
         name = str(file)
         try:
-            if not file.is_file() or not _is_document(file):
-                continue  # not a document (or reading it reports the real problem)
-            document = documents[name] = _load_document(file)
+            if not file.is_file():
+                continue  # reading it reports the real problem
+            if _is_document(file):
+                document = documents[name] = _load_document(file)
+            elif file.suffix.lower() == ".json":
+                document = _first_record(file)  # a trajectory on one line names its policy too
+            else:
+                continue
         except OSError as exc:
             raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
         if not isinstance(document, dict) or "policy" not in document:
@@ -115,6 +120,21 @@ def find_policy_reference(
             raise InputError(name, f"policy: {named!r} must be a path relative to this file", line)
         return PolicyReference(file.parent / named, name, line)
     return None
+
+
+_SNIFF_BYTES = 1 << 20
+
+
+def _first_record(path: Path) -> Any:
+    """The first line of a JSON lines file when it is a small JSON object, else None."""
+    with path.open("rb") as handle:
+        first = handle.readline(_SNIFF_BYTES + 1)
+    if len(first) > _SNIFF_BYTES:
+        return None
+    try:
+        return json.loads(first)
+    except (ValueError, RecursionError):
+        return None  # reading the file reports it
 
 
 def _read_one(
