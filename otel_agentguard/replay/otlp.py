@@ -107,22 +107,21 @@ class OTLPCollector:
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
-            where = f"resourceSpans[{r}]"
-            for s, scope_spans in enumerate(_members(resource_spans, "scopeSpans", where, path, line)):
-                inner = f"{where}.scopeSpans[{s}]"
-                for k, span in enumerate(_members(scope_spans, "spans", inner, path, line)):
-                    span_where = f"{inner}.spans[{k}]"
-                    if type(span) is not dict:
-                        raise InputError(path, f"{span_where} must be an object, got {_json_type(span)}", line)
+            for s, scope_spans in enumerate(_members(resource_spans, "scopeSpans", f"resourceSpans[{r}]", path, line)):
+                spans = _members(scope_spans, "spans", f"resourceSpans[{r}].scopeSpans[{s}]", path, line)
+                for k, span in enumerate(spans):
                     try:
-                        self._add_span(span, path, line, span_where)
+                        self._add_span(span, path, line, (r, s, k))
                     except InputError:
                         raise
                     except (AttributeError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-                        raise InputError(path, _explain(span, span_where) or f"{span_where}: not a valid OTLP "
-                                         f"JSON span ({type(exc).__name__})", line) from None
+                        where = _span_path((r, s, k))
+                        raise InputError(path, _explain(span, where) or f"{where}: not a valid OTLP JSON span "
+                                         f"({type(exc).__name__})", line) from None
 
-    def _add_span(self, span: Mapping[str, Any], path: str, line: int, where: str = "span") -> None:
+    def _add_span(self, span: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
+        if not isinstance(span, dict):
+            raise TypeError("a span must be an object")  # _explain says where
         attrs = decode_attributes(span.get("attributes"))
         span_id = span.get("spanId") or ""
         parent_id = span.get("parentSpanId") or ""
@@ -138,10 +137,10 @@ class OTLPCollector:
         if (trace_id, span_id) in self._seen:
             return  # the same span exported twice (a retry, or one file given twice) is one span
         self._seen.add((trace_id, span_id))
-        start_ns = _unix_nano(span, "startTimeUnixNano", path, line, where)
-        end_ns = _unix_nano(span, "endTimeUnixNano", path, line, where)
+        start_ns = _unix_nano(span, "startTimeUnixNano", path, line, index)
+        end_ns = _unix_nano(span, "endTimeUnixNano", path, line, index)
         status = span.get("status") or {}
-        if type(status) is not dict:
+        if not isinstance(status, dict):
             raise TypeError("status must be an object")  # _explain says where
         error = status.get("code") in _ERROR_CODES
         if parent_id:
@@ -153,7 +152,7 @@ class OTLPCollector:
                 self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is not None:
-            _check_counts(attrs, path, line, where)
+            _check_counts(attrs, path, line, index)
             self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
@@ -291,12 +290,12 @@ def _text(value: Any) -> str | None:
 
 def _members(parent: Any, key: str, where: str, path: str, line: int) -> Any:
     """``parent[key]``, which must be a list (absent or null: empty)."""
-    if type(parent) is not dict:
+    if not isinstance(parent, dict):
         raise InputError(path, f"{where or 'the document'} must be an object, got {_json_type(parent)}", line)
     value = parent.get(key)
     if value is None:
         return ()
-    if type(value) is not list:
+    if not isinstance(value, list):
         raise InputError(path, f"{where + '.' if where else ''}{key} must be a list, got {_json_type(value)}", line)
     return value
 
@@ -309,7 +308,12 @@ def _int64(value: Any) -> int:
     return number
 
 
-def _unix_nano(span: Mapping[str, Any], key: str, path: str, line: int, where: str) -> int:
+def _span_path(index: tuple[int, int, int]) -> str:
+    """Where a span sits in its document, as the error messages name it (built only for errors)."""
+    return "resourceSpans[{}].scopeSpans[{}].spans[{}]".format(*index)
+
+
+def _unix_nano(span: Mapping[str, Any], key: str, path: str, line: int, index: tuple[int, int, int]) -> int:
     value = span.get(key)
     if not value:
         return 0
@@ -318,12 +322,12 @@ def _unix_nano(span: Mapping[str, Any], key: str, path: str, line: int, where: s
     except ValueError:
         number = None
     if number is None or not 0 <= number <= _ranges.MAX_UNIX_NANO:
-        raise InputError(path, f"{where}.{key}: expected {_ranges.UNIX_NANO.expected}, got {_ranges.describe(value)}",
-                         line)
+        raise InputError(path, f"{_span_path(index)}.{key}: expected {_ranges.UNIX_NANO.expected}, "
+                         f"got {_ranges.describe(value)}", line)
     return number
 
 
-def _check_counts(attrs: Mapping[str, Any], path: str, line: int, where: str) -> None:
+def _check_counts(attrs: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
     """The counts the judge reads, when they are numbers (or numeric strings), must be in range."""
     for key in _COUNT_ATTRIBUTES:
         value = attrs.get(key)
@@ -336,27 +340,29 @@ def _check_counts(attrs: Mapping[str, Any], path: str, line: int, where: str) ->
             except ValueError:
                 continue  # not a number: the step reader ignores it
         if isinstance(number, (int, float)) and not 0 <= number <= _ranges.MAX_COUNT:
-            raise InputError(path, f"{where}: attribute {key}: expected {_ranges.COUNT.expected}, "
+            raise InputError(path, f"{_span_path(index)}: attribute {key}: expected {_ranges.COUNT.expected}, "
                              f"got {_ranges.describe(value)}", line)
 
 
-def _explain(span: Mapping[str, Any], where: str) -> str | None:
+def _explain(span: Any, where: str) -> str | None:
     """What is wrong with a span that failed to read (the slow path: only after a failure)."""
+    if not isinstance(span, dict):
+        return f"{where} must be an object, got {_json_type(span)}"
     for key in ("traceId", "spanId", "parentSpanId", "name"):
         value = span.get(key)
         if value is not None and not isinstance(value, str):
             return f"{where}.{key} must be a string, got {_json_type(value)}"
     status = span.get("status")
-    if status is not None and type(status) is not dict:
+    if status is not None and not isinstance(status, dict):
         return f"{where}.status must be an object, got {_json_type(status)}"
     items = span.get("attributes")
     if items is None:
         return None
-    if type(items) is not list:
+    if not isinstance(items, list):
         return f"{where}.attributes must be a list, got {_json_type(items)}"
     for index, item in enumerate(items):
         here = f"{where}.attributes[{index}]"
-        if type(item) is not dict:
+        if not isinstance(item, dict):
             return f"{here} must be an object with 'key' and 'value', got {_json_type(item)}"
         if not isinstance(item.get("key"), str):
             return f"{here}.key must be a string, got {_json_type(item.get('key'))}"
@@ -369,7 +375,7 @@ def _explain(span: Mapping[str, Any], where: str) -> str | None:
 def _explain_value(value: Any, where: str, depth: int = 0) -> str | None:
     if value is None:
         return None
-    if type(value) is not dict:
+    if not isinstance(value, dict):
         return f'{where} must be an object such as {{"stringValue": ...}}, got {_json_type(value)}'
     if depth > 64:
         return f"{where}: values nested more than 64 levels deep"
@@ -392,11 +398,11 @@ def _explain_value(value: Any, where: str, depth: int = 0) -> str | None:
         elif key in ("arrayValue", "kvlistValue"):
             if item is None:
                 continue
-            if type(item) is not dict or not isinstance(item.get("values", []), list):
+            if not isinstance(item, dict) or not isinstance(item.get("values", []), list):
                 return f"{where}.{key} must be an object with a 'values' list"
             for index, member in enumerate(item.get("values") or ()):
                 if key == "kvlistValue":
-                    if type(member) is not dict:
+                    if not isinstance(member, dict):
                         return f"{where}.{key}.values[{index}] must be an object with 'key' and 'value'"
                     member = member.get("value")
                 problem = _explain_value(member, f"{where}.{key}.values[{index}]", depth + 1)
