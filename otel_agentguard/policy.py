@@ -17,15 +17,16 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
-import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from otel_agentguard import _ranges
 from otel_agentguard.attributes import PROBE_NAMES
 from otel_agentguard.claim_classifier import DEFAULT_TIMEOUT_MS, MODES, ClaimClassifier, ClassifierLoadError, load_callable
 from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDetector
@@ -319,16 +320,34 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     """Read and compile a TOML policy file; raise :class:`PolicyError` on any mistake."""
     file = Path(path)
     try:
-        raw = file.read_bytes()
+        raw = _read_bounded(file)
     except OSError as exc:
         raise PolicyError(f"{file}: cannot read policy file: {exc.strerror or exc}") from None
-    if len(raw) > _MAX_POLICY_BYTES:
-        raise PolicyError(f"{file}: policy file is larger than {_MAX_POLICY_BYTES} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_policy(text, source=str(file))
+
+
+def _read_bounded(file: Path) -> bytes:
+    """The bytes of a regular file of at most ``_MAX_POLICY_BYTES``, checked before reading.
+
+    ``/dev/zero``, a FIFO or a directory is refused from its type, a huge file from its
+    size, and the read itself stops one byte past the limit (a file may grow meanwhile).
+    """
+    # Non-blocking: opening a FIFO must not wait for a writer; a regular file ignores the flag.
+    fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PolicyError(f"{file}: not a regular file")
+        if info.st_size > _MAX_POLICY_BYTES:
+            raise PolicyError(f"{file}: policy file is larger than {_MAX_POLICY_BYTES} bytes")
+        raw = handle.read(_MAX_POLICY_BYTES + 1)
+    if len(raw) > _MAX_POLICY_BYTES:
+        raise PolicyError(f"{file}: policy file is larger than {_MAX_POLICY_BYTES} bytes")
+    return raw
 
 
 def policy_from_env() -> Policy:
@@ -426,16 +445,17 @@ class _Parser:
         return tuple(value)
 
     def _number(self, value: Any, key: str, kind: str) -> Any:
-        is_int = isinstance(value, int) and not isinstance(value, bool)
+        is_int = isinstance(value, int) and not isinstance(value, bool) and value <= _ranges.MAX_COUNT
         if kind == "positive_int":
             if not is_int or value < 1:
-                raise self._error(key, f"expected a positive integer, got {_describe(value)}")
+                raise self._error(key, f"expected a positive integer up to 2**63-1, got {_describe(value)}")
         elif kind == "threshold":
             if not is_int or value < 2:
-                raise self._error(key, f"expected an integer of at least 2, got {_describe(value)}")
+                raise self._error(key, f"expected an integer from 2 to 2**63-1, got {_describe(value)}")
         elif kind == "positive_number":
-            if not (is_int or isinstance(value, float)) or not value > 0 or value != value:
-                raise self._error(key, f"expected a positive number, got {_describe(value)}")
+            allowed = _ranges.USD if key.endswith("_usd") else _ranges.SECONDS
+            if not _ranges.within(value, allowed) or not value > 0:
+                raise self._error(key, f"expected a positive number up to {allowed.maximum:.3g}, got {_describe(value)}")
             value = float(value)
         return value
 
@@ -555,8 +575,8 @@ class _Parser:
                 if key not in section:
                     raise self._error(prefix + key, "missing (both input and output prices are needed)")
                 value = section[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                    raise self._error(prefix + key, f"expected a number of USD per million tokens, got {_describe(value)}")
+                if not _ranges.within(value, _ranges.USD_PER_MTOK):
+                    raise self._error(prefix + key, f"expected {_ranges.USD_PER_MTOK.expected}, got {_describe(value)}")
             prices[model] = Price(float(section["input_usd_per_mtok"]), float(section["output_usd_per_mtok"]))
         return prices
 
@@ -641,10 +661,7 @@ def _key(*parts: str) -> str:
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return f"{text} ({type(value).__name__})"
+    return f"{_ranges.describe(value)} ({type(value).__name__})"
 
 
 __all__ = [

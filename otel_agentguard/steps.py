@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
@@ -279,6 +280,9 @@ def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
     value = _int_or_none(attrs.get(key))
     if value is None:
         value = _int_or_none(_first(attrs, legacy))
+    if value is not None and value > _ranges.MAX_COUNT:
+        _ranges.drop()  # a count no real call reaches: dropped, counted as an internal error
+        return 0
     return max(value or 0, 0)
 
 

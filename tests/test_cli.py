@@ -585,16 +585,52 @@ def test_trajectory_naming_a_missing_policy_exits_2(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["empty.jsonl", "empty.json", "empty.yaml"])
 @pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["zero-bytes", "blank-lines"])
-def test_empty_file_is_no_sessions_not_an_error(tmp_path, capsys, name, content):
-    # An exporter that saw no spans leaves an empty file: nothing to judge, not unusable.
+def test_empty_file_is_an_error_naming_it(tmp_path, capsys, name, content):
+    # An exporter that saw no spans leaves an empty file: in CI that hides a broken export.
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     code, out, err = _run(capsys, "replay", str(path))
+    message = _assert_one_line_error(code, out, err, path, None)
+    assert "no sessions" in message and "--allow-empty" in message
+
+
+@pytest.mark.parametrize("command", ["replay", "check", "report"])
+def test_no_sessions_in_several_files_names_them_all(tmp_path, capsys, command):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.yaml"
+    first.write_text("", encoding="utf-8")
+    second.write_text("sessions: []\n", encoding="utf-8")
+    code, out, err = _run(capsys, command, str(first), str(second))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert str(first) in err and str(second) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["empty.jsonl", "empty.json", "empty.yaml"])
+@pytest.mark.parametrize("content", ["", "\n\n  \n"], ids=["zero-bytes", "blank-lines"])
+def test_empty_file_with_allow_empty_is_no_sessions(tmp_path, capsys, name, content):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    code, out, err = _run(capsys, "replay", str(path), "--allow-empty")
     assert (code, err) == (0, "")
     assert "no sessions found" in out
 
 
-def test_empty_file_json_output_has_no_sessions(tmp_path, capsys):
+def test_empty_file_json_output_with_allow_empty_has_no_sessions(tmp_path, capsys):
     path = tmp_path / "empty.jsonl"
     path.write_text("", encoding="utf-8")
-    assert _json(capsys, "replay", str(path)) == {"sessions": []}
+    assert _json(capsys, "replay", str(path), "--allow-empty") == {"sessions": []}
+
+
+def test_check_with_allow_empty_and_no_sessions_passes(tmp_path, capsys):
+    path = tmp_path / "empty.yaml"
+    path.write_text("", encoding="utf-8")
+    code, out, err = _run(capsys, "check", str(path), "--allow-empty")
+    assert (code, err) == (0, "")
+    assert "0 labelled sessions, 0 misses" in out
+
+
+def test_check_of_unlabelled_sessions_stays_an_error_with_allow_empty(capsys):
+    # --allow-empty is about no sessions at all, not about a suite without labels.
+    code, out, err = _run(capsys, "check", str(EXAMPLES / "support_sessions.yaml"), "--allow-empty", "--profile", "default")
+    assert code in (0, 1)  # the bundled suite is labelled: it runs
+    path = DATA / "wrong_label_suite.yaml"
+    assert path.exists()

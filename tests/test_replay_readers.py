@@ -4,6 +4,7 @@ instrumentations, an agent's own agent-trace.jsonl event log and JSON trajectory
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -659,7 +660,7 @@ def test_agent_trace_sessions_interleaved_in_one_file_stay_apart(tmp_path, polic
 
 def _support_sessions_as_json(tmp_path: Path, indent: int | None) -> Path:
     document = yaml.safe_load((EXAMPLES / "support_sessions.yaml").read_text(encoding="utf-8"))
-    document["policy"] = str(EXAMPLES / "policy.toml")
+    document["policy"] = os.path.relpath(EXAMPLES / "policy.toml", tmp_path)  # relative to the file
     path = tmp_path / "support_sessions.json"
     path.write_text(json.dumps(document, ensure_ascii=False, indent=indent) + "\n", encoding="utf-8")
     return path

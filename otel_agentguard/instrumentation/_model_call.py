@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors
+from otel_agentguard import _internal_errors, _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
@@ -169,10 +169,13 @@ def response_attributes(result: ModelResult) -> dict[str, Any]:
         attributes[A.GEN_AI_RESPONSE_MODEL] = result.response_model
     if result.response_id:
         attributes["gen_ai.response.id"] = result.response_id
-    if result.input_tokens is not None:
-        attributes[A.GEN_AI_USAGE_INPUT_TOKENS] = result.input_tokens
-    if result.output_tokens is not None:
-        attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
+    # A server's usage figures are range-checked: out of range, they are dropped (and counted).
+    input_tokens = _ranges.live_count(result.input_tokens)
+    if input_tokens is not None:
+        attributes[A.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    output_tokens = _ranges.live_count(result.output_tokens)
+    if output_tokens is not None:
+        attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
         verdict = active_policy().claims.explain(result.text, use_classifier=True)

@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from otel_agentguard import _ranges
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.steps import TOOL, Step
+
+
+# Seconds since 1970 whose nanoseconds still fit OTLP's timestamps.
+_TIMESTAMP = _ranges.Range(_ranges.MAX_UNIX_NANO / 1e9, False, "seconds since 1970 from 0 to 1.8e10")
 
 
 def is_agent_trace_record(record: Any) -> bool:
@@ -31,10 +36,13 @@ class AgentTraceCollector:
             raise InputError(path, "expected an agent-trace event with 'session_id' and 'event'", line)
         session_id = str(record["session_id"])
         try:
-            at_ns = int(float(record.get("timestamp", 0)) * 1e9)
-            sequence = int(record.get("sequence", 0))
-        except (TypeError, ValueError, OverflowError):
-            raise InputError(path, "'timestamp' and 'sequence' must be finite numbers", line) from None
+            at_ns = int(_ranges.check(record.get("timestamp", 0), "timestamp", _TIMESTAMP) * 1e9)
+            sequence = int(_ranges.check(record.get("sequence", 0), "sequence", _ranges.COUNT))
+            projected = record.get("projected_spend_usd")
+            if projected is not None:
+                _ranges.check(projected, "projected_spend_usd", _ranges.USD)
+        except _ranges.OutOfRange as exc:
+            raise InputError(path, str(exc), line) from None
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = RecordedSession(session_id, path, start_ns=at_ns)
@@ -43,9 +51,8 @@ class AgentTraceCollector:
             return
         tool = str(record.get("tool") or "unknown")
         fingerprint = record.get("argument_fingerprint")
-        projected = record.get("projected_spend_usd")
         cost = None
-        if isinstance(projected, (int, float)):
+        if projected is not None:
             cost = max(float(projected) - self._spend.get(session_id, 0.0), 0.0)
             self._spend[session_id] = float(projected)
         session.steps.append(Step(

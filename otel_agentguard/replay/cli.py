@@ -3,15 +3,16 @@
 ::
 
     agentguard replay FILE... [--policy P.toml] [--profile NAME] [--format table|json]
-                              [--compare-profile NAME]
-    agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json]
-    agentguard report FILE... [--policy P.toml] [--format table|json]
+                              [--compare-profile NAME] [--allow-empty]
+    agentguard check SUITE... [--policy P.toml] [--profile NAME] [--format table|json] [--allow-empty]
+    agentguard report FILE... [--policy P.toml] [--format table|json] [--allow-empty]
     agentguard claims TEXT... [--policy P.toml] [--format table|json]
     agentguard demo [--out DIR]
 
 Exit status: 0 when it ran (and, for ``check``, every label held), 1 when a
 ``check`` label was missed, 2 for unusable input: the message names the file
-and line, and no traceback is printed.
+and line, and no traceback is printed. Inputs without any session are unusable
+unless ``--allow-empty`` is given (an empty export usually means a broken one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from otel_agentguard.claims import classifier_everywhere
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
@@ -32,7 +34,7 @@ from otel_agentguard.policy import Policy, PolicyError, coerce_policy, load_poli
 from otel_agentguard.replay import render
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.runner import judge_recorded
-from otel_agentguard.replay.sources import read_files, trajectory_policy_path
+from otel_agentguard.replay.sources import find_policy_reference, read_files
 from otel_agentguard.version import __version__
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -42,14 +44,16 @@ class UsageError(Exception):
     """A command-line mistake reported as one line, exit status 2."""
 
 
-def _policy_for(args: argparse.Namespace) -> Policy:
+def _policy_for(args: argparse.Namespace, documents: dict[str, Any]) -> Policy:
     if args.policy:
         return load_policy(args.policy)
-    for path in args.files:
-        named = trajectory_policy_path(path)
-        if named is not None:
-            return load_policy(named)
-    return coerce_policy(None)
+    reference = find_policy_reference(args.files, documents)
+    if reference is None:
+        return coerce_policy(None)
+    try:
+        return load_policy(reference.path)
+    except PolicyError as exc:  # say which file named it, and where
+        raise InputError(reference.source, f"policy: {exc}", reference.line) from None
 
 
 def _check_profile(policy: Policy, name: str | None, option: str) -> None:
@@ -58,7 +62,8 @@ def _check_profile(policy: Policy, name: str | None, option: str) -> None:
 
 
 def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
-    policy = _policy_for(args)
+    documents: dict[str, Any] = {}  # trajectory documents parsed while looking for a policy
+    policy = _policy_for(args, documents)
     _check_profile(policy, args.profile, "--profile")
     bar = _ProgressBar.for_inputs(args.files)
     # Reading builds millions of small containers and frees none: the cyclic collector
@@ -67,7 +72,11 @@ def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
     gc.disable()
     try:
         with classifier_everywhere():  # offline: the policy's claim classifier may be waited for
-            sessions = read_files(args.files, policy, bar.update if bar else None)
+            sessions = read_files(args.files, policy, bar.update if bar else None, documents)
+            if not sessions and not args.allow_empty:
+                named = ", ".join(args.files[:5]) + (f" and {len(args.files) - 5} more files" if len(args.files) > 5 else "")
+                raise UsageError(f"no sessions in {named} (an empty or broken export?); "
+                                 "give --allow-empty if none is expected")
             if bar:
                 bar.judging(len(sessions))
             judged = [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
@@ -127,7 +136,9 @@ class _ProgressBar:
 
 def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]) -> None:
     if args.format == "json":
-        print(json.dumps(as_json, ensure_ascii=False, indent=None if args.compact else 2))
+        # Strict JSON: a non-finite number (never valid JSON) is written as null.
+        print(json.dumps(render.finite(as_json), ensure_ascii=False, allow_nan=False,
+                         indent=None if args.compact else 2))
     else:
         print(as_table())
 
@@ -145,7 +156,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     _, judged = _judge_all(args)
     outcomes, unlabelled = render.check_outcomes(judged)
-    if not outcomes:
+    if not outcomes and judged:
         raise UsageError("no labelled sessions to check (give sessions an 'expect:' of 'pass' or {stop: [...]})")
     _emit(args, render.check_json(outcomes, unlabelled), lambda: render.check_table(outcomes, unlabelled))
     return 0 if all(outcome.ok for outcome in outcomes) else 1
@@ -228,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "names, else $OTEL_AGENTGUARD_POLICY, else the built-in defaults)")
             sub.add_argument("--format", choices=("table", "json"), default="table")
             sub.add_argument("--compact", action="store_true", help="one-line JSON")
+            sub.add_argument("--allow-empty", action="store_true",
+                             help="inputs without any session are fine (exit 0); without it they exit 2")
         return sub
 
     inputs = "OTLP JSON lines, trajectory YAML/JSON or agent-trace JSON lines"

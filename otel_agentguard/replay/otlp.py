@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.errors import InputError
@@ -27,6 +28,13 @@ _MAX_PARENT_HOPS = 256
 _MS_NS = 1_000_000
 _CLOCK_SLACK_NS = 2 * _MS_NS
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
+_INT64 = (-(2**63), 2**63 - 1)
+# Attributes the judge reads as counts: range-checked, so a bad file is an error naming the
+# field instead of an OverflowError deep in the judge.
+_COUNT_ATTRIBUTES = (
+    A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, *A.LEGACY_INPUT_TOKENS, *A.LEGACY_OUTPUT_TOKENS,
+    A.SEQUENCE, A.RESPONSE_TOOL_CALLS,
+)
 
 
 def decode_value(value: Mapping[str, Any]) -> Any:
@@ -36,13 +44,15 @@ def decode_value(value: Mapping[str, Any]) -> Any:
             item = value.get("stringValue", _ABSENT)
             if item is not _ABSENT:
                 return item
-    elif not isinstance(value, Mapping):
+    elif value is None:
         return None
+    elif not isinstance(value, Mapping):
+        raise TypeError("an AnyValue must be an object")  # _explain says where
     for key, item in value.items():
         if key == "stringValue":
             return item
         if key == "intValue":
-            return int(item)
+            return _int64(item)
         if key == "doubleValue":
             return float(item)
         if key == "boolValue":
@@ -101,25 +111,33 @@ class OTLPCollector:
         self._steps_by_span: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
-        try:
-            for resource_spans in document.get("resourceSpans") or ():
-                for scope_spans in resource_spans.get("scopeSpans") or ():
-                    for span in scope_spans.get("spans") or ():
-                        self._add_span(span, path, line)
-        except InputError:
-            raise
-        except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(path, f"not a valid OTLP JSON span ({type(exc).__name__}: {exc})", line) from None
+        for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
+            for s, scope_spans in enumerate(_members(resource_spans, "scopeSpans", f"resourceSpans[{r}]", path, line)):
+                spans = _members(scope_spans, "spans", f"resourceSpans[{r}].scopeSpans[{s}]", path, line)
+                for k, span in enumerate(spans):
+                    try:
+                        self._add_span(span, path, line, (r, s, k))
+                    except InputError:
+                        raise
+                    except (AttributeError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+                        where = _span_path((r, s, k))
+                        raise InputError(path, _explain(span, where) or f"{where}: not a valid OTLP JSON span "
+                                         f"({type(exc).__name__})", line) from None
 
-    def _add_span(self, span: Mapping[str, Any], path: str, line: int) -> None:
-        self.add_span(span, decode_attributes(span.get("attributes")), path, line)
+    def _add_span(self, span: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
+        if not isinstance(span, dict):
+            raise TypeError("a span must be an object")  # _explain says where
+        self.add_span(span, decode_attributes(span.get("attributes")), path, line, index)
 
-    def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int) -> None:
+    def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int,
+                 index: tuple[int, int, int] = (0, 0, 0)) -> None:
         """One OTLP JSON span whose attributes are given already decoded (``agentguard serve``
         decodes protobuf attributes straight to values rather than through the JSON shape)."""
-        span_id = str(span.get("spanId") or "")
-        parent_id = str(span.get("parentSpanId") or "")
-        trace_id = str(span.get("traceId") or "")
+        span_id = span.get("spanId") or ""
+        parent_id = span.get("parentSpanId") or ""
+        trace_id = span.get("traceId") or ""
+        if type(span_id) is not str or type(parent_id) is not str or type(trace_id) is not str:
+            raise TypeError("span ids must be strings")  # _explain says which
         if not span_id or not trace_id:
             raise InputError(path, "span without traceId or spanId", line)
         if attrs.get(A.VERDICT):
@@ -129,9 +147,12 @@ class OTLPCollector:
         if (trace_id, span_id) in self._seen:
             return  # the same span exported twice (a retry, or one file given twice) is one span
         self._seen.add((trace_id, span_id))
-        start_ns = int(span.get("startTimeUnixNano") or 0)
-        end_ns = int(span.get("endTimeUnixNano") or 0)
-        error = (span.get("status") or {}).get("code") in _ERROR_CODES
+        start_ns = _unix_nano(span, "startTimeUnixNano", path, line, index)
+        end_ns = _unix_nano(span, "endTimeUnixNano", path, line, index)
+        status = span.get("status") or {}
+        if not isinstance(status, dict):
+            raise TypeError("status must be an object")  # _explain says where
+        error = status.get("code") in _ERROR_CODES
         if parent_id:
             self._parents[span_id] = parent_id
         session_id = explicit_session(attrs)
@@ -141,6 +162,7 @@ class OTLPCollector:
                 self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is not None:
+            _check_counts(attrs, path, line, index)
             self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
@@ -272,3 +294,146 @@ def _run(session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, en
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# --- validation: what is wrong, in the file's terms -------------------------------------------
+
+
+def _members(parent: Any, key: str, where: str, path: str, line: int) -> Any:
+    """``parent[key]``, which must be a list (absent or null: empty)."""
+    if not isinstance(parent, dict):
+        raise InputError(path, f"{where or 'the document'} must be an object, got {_json_type(parent)}", line)
+    value = parent.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InputError(path, f"{where + '.' if where else ''}{key} must be a list, got {_json_type(value)}", line)
+    return value
+
+
+def _int64(value: Any) -> int:
+    """An OTLP ``intValue``: an integer (or its decimal string) within int64."""
+    number = int(value) if type(value) is not int else value
+    if not _INT64[0] <= number <= _INT64[1] or isinstance(value, (bool, float)):
+        raise ValueError("intValue out of range")
+    return number
+
+
+def _span_path(index: tuple[int, int, int]) -> str:
+    """Where a span sits in its document, as the error messages name it (built only for errors)."""
+    return "resourceSpans[{}].scopeSpans[{}].spans[{}]".format(*index)
+
+
+def _unix_nano(span: Mapping[str, Any], key: str, path: str, line: int, index: tuple[int, int, int]) -> int:
+    value = span.get(key)
+    if not value:
+        return 0
+    try:
+        number = value if type(value) is int else int(value) if isinstance(value, str) else None
+    except ValueError:
+        number = None
+    if number is None or not 0 <= number <= _ranges.MAX_UNIX_NANO:
+        raise InputError(path, f"{_span_path(index)}.{key}: expected {_ranges.UNIX_NANO.expected}, "
+                         f"got {_ranges.describe(value)}", line)
+    return number
+
+
+def _check_counts(attrs: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
+    """The counts the judge reads, when they are numbers (or numeric strings), must be in range."""
+    for key in _COUNT_ATTRIBUTES:
+        value = attrs.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        number = value
+        if isinstance(value, str):
+            try:
+                number = int(value)
+            except ValueError:
+                continue  # not a number: the step reader ignores it
+        if isinstance(number, (int, float)) and not 0 <= number <= _ranges.MAX_COUNT:
+            raise InputError(path, f"{_span_path(index)}: attribute {key}: expected {_ranges.COUNT.expected}, "
+                             f"got {_ranges.describe(value)}", line)
+
+
+def _explain(span: Any, where: str) -> str | None:
+    """What is wrong with a span that failed to read (the slow path: only after a failure)."""
+    if not isinstance(span, dict):
+        return f"{where} must be an object, got {_json_type(span)}"
+    for key in ("traceId", "spanId", "parentSpanId", "name"):
+        value = span.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"{where}.{key} must be a string, got {_json_type(value)}"
+    status = span.get("status")
+    if status is not None and not isinstance(status, dict):
+        return f"{where}.status must be an object, got {_json_type(status)}"
+    items = span.get("attributes")
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        return f"{where}.attributes must be a list, got {_json_type(items)}"
+    for index, item in enumerate(items):
+        here = f"{where}.attributes[{index}]"
+        if not isinstance(item, dict):
+            return f"{here} must be an object with 'key' and 'value', got {_json_type(item)}"
+        if not isinstance(item.get("key"), str):
+            return f"{here}.key must be a string, got {_json_type(item.get('key'))}"
+        problem = _explain_value(item.get("value"), f"{here} ({item['key']}).value")
+        if problem:
+            return problem
+    return None
+
+
+def _explain_value(value: Any, where: str, depth: int = 0) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f'{where} must be an object such as {{"stringValue": ...}}, got {_json_type(value)}'
+    if depth > 64:
+        return f"{where}: values nested more than 64 levels deep"
+    for key, item in value.items():
+        if key == "intValue":
+            try:
+                _int64(item)
+            except (TypeError, ValueError, OverflowError):
+                return f"{where}.intValue: expected an integer from -2**63 to 2**63-1, got {_ranges.describe(item)}"
+        elif key == "doubleValue":
+            try:
+                float(item)
+            except (TypeError, ValueError, OverflowError):
+                return f"{where}.doubleValue: expected a number, got {_ranges.describe(item)}"
+        elif key == "bytesValue":
+            try:
+                base64.b64decode(item)
+            except (TypeError, ValueError):
+                return f"{where}.bytesValue: expected base64 text"
+        elif key in ("arrayValue", "kvlistValue"):
+            if item is None:
+                continue
+            if not isinstance(item, dict) or not isinstance(item.get("values", []), list):
+                return f"{where}.{key} must be an object with a 'values' list"
+            for index, member in enumerate(item.get("values") or ()):
+                if key == "kvlistValue":
+                    if not isinstance(member, dict):
+                        return f"{where}.{key}.values[{index}] must be an object with 'key' and 'value'"
+                    member = member.get("value")
+                problem = _explain_value(member, f"{where}.{key}.values[{index}]", depth + 1)
+                if problem:
+                    return problem
+    return None
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

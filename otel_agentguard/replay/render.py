@@ -71,7 +71,7 @@ def replay_table(judged: Sequence[Judged], compared: Sequence[Verdict] | None = 
         lines.append(f"session {verdict.session_id}{title}")
         lines.append(
             f"  {_short_path(session.source)} | profile {verdict.profile} | {verdict.steps} {STEPS_MEANING} | "
-            f"{verdict.tokens:,} tokens | ${verdict.cost_usd:.4f} | {verdict.duration_s:.1f}s"
+            f"{verdict.tokens:,} tokens | {_flagged(verdict.cost_usd, '${:.4f}')} | {_flagged(verdict.duration_s, '{:.1f}s')}"
         )
         lines.append(f"  stop_reason: {verdict.stop_reason}")
         lines.extend(_alert_lines(verdict, "  "))
@@ -267,7 +267,30 @@ def report_table(verdicts: Sequence[Verdict]) -> str:
 
 
 def _figure(value: float) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return NOT_FINITE
     return f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else f"{int(value):,}"
+
+
+# --- strict JSON ------------------------------------------------------------------------------
+
+NOT_FINITE = "not finite (null in JSON)"
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (never valid JSON) replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def _flagged(value: float, form: str) -> str:
+    """``value`` in ``form``, or a flag when it is not a finite number (JSON prints null)."""
+    return form.format(value) if math.isfinite(value) else NOT_FINITE
 
 
 def _short_path(path: str) -> str:

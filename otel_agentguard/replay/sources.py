@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from otel_agentguard.policy import Policy
+from otel_agentguard.replay._yaml import LineDict
 from otel_agentguard.replay.agent_trace import AgentTraceCollector, is_agent_trace_record
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.otlp import OTLPCollector
@@ -32,7 +35,9 @@ except ImportError:  # pragma: no cover - depends on the environment
 # lines go to the stdlib parser. (OTLP numbers are 64-bit; hex ids in strings never match.)
 _LONG_INTEGER = re.compile(rb":[ ]?(?:[0-9]{20}|-[0-9]{19})")
 
-MAX_DOCUMENT_BYTES = 64 << 20  # a whole-file trajectory document; line formats stream instead
+MAX_DOCUMENT_BYTES = 64 << 20  # a whole-file JSON document; line formats stream instead
+# A YAML document: parsing it costs about 0.7 s and 13 MB per MB on one core (bench/ section 7).
+MAX_YAML_BYTES = 32 << 20
 MAX_LINE_BYTES = 64 << 20
 _YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -41,12 +46,17 @@ Progress = Callable[[int], None]  # told the bytes of line-format input read so 
 
 
 def read_files(
-    paths: Iterable[str | os.PathLike[str]], policy: Policy, progress: Progress | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    policy: Policy,
+    progress: Progress | None = None,
+    documents: dict[str, Any] | None = None,
 ) -> list[RecordedSession]:
     """All sessions in ``paths``, in file order; OTLP spans are pooled across files.
 
     ``progress``, when given, is called as line-format files are read with the bytes
     read so far (all files together); the CLI draws its progress bar from it.
+    ``documents`` holds trajectory documents already parsed (by
+    :func:`find_policy_reference`): they are taken from there, not parsed again.
     """
     otlp = OTLPCollector(policy)
     agent_trace = AgentTraceCollector(policy)
@@ -55,7 +65,7 @@ def read_files(
     for path in paths:
         file = Path(path)
         report = None if progress is None else (lambda read, base=done: progress(base + read))
-        sessions.extend(_read_one(file, otlp, agent_trace, policy, report))
+        sessions.extend(_read_one(file, otlp, agent_trace, policy, report, documents))
         if progress is not None:
             done += _size(file)
     return sessions + otlp.sessions() + agent_trace.sessions()
@@ -68,35 +78,93 @@ def _size(path: Path) -> int:
         return 0
 
 
-def trajectory_policy_path(path: str | os.PathLike[str]) -> Path | None:
-    """The policy a trajectory file names (``policy: file.toml``), relative to it."""
-    file = Path(path)
-    try:
-        if file.suffix.lower() not in _YAML_SUFFIXES + (".json",) or not file.is_file():
-            return None  # reading it reports the real problem
-        document = _load_document(file)
-    except (InputError, OSError):
+@dataclass(frozen=True)
+class PolicyReference:
+    """A trajectory file's ``policy:`` key: the file it names, resolved, and where it was named."""
+
+    path: Path
+    source: str  # the trajectory file
+    line: int | None
+
+
+def find_policy_reference(
+    paths: Iterable[str | os.PathLike[str]], documents: dict[str, Any]
+) -> PolicyReference | None:
+    """The policy the first trajectory file that names one names (``policy: file.toml``).
+
+    The name is relative to that file (an absolute path is refused: a data file must not
+    point the reader anywhere on the machine). Documents parsed on the way are kept in
+    ``documents`` for :func:`read_files`, so that no file is parsed twice.
+    """
+    for path in paths:
+        file = Path(path)
+        name = str(file)
+        try:
+            if not file.is_file():
+                continue  # reading it reports the real problem
+            if _is_document(file):
+                document = documents[name] = _load_document(file)
+            elif file.suffix.lower() == ".json":
+                document = _first_record(file)  # a trajectory on one line names its policy too
+            else:
+                continue
+        except OSError as exc:
+            raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
+        if not isinstance(document, dict) or "policy" not in document:
+            continue
+        named = document["policy"]
+        line = (getattr(document, "key_lines", None) or {}).get("policy")
+        if not isinstance(named, str) or not named:
+            raise InputError(name, f"policy: expected the name of a policy file, got {named!r:.40}", line)
+        if Path(named).is_absolute():
+            raise InputError(name, f"policy: {named!r} must be a path relative to this file", line)
+        return PolicyReference(file.parent / named, name, line)
+    return None
+
+
+_SNIFF_BYTES = 1 << 20
+
+
+def _first_record(path: Path) -> Any:
+    """The first line of a JSON lines file when it is a small JSON object, else None."""
+    with path.open("rb") as handle:
+        first = handle.readline(_SNIFF_BYTES + 1)
+    if len(first) > _SNIFF_BYTES:
         return None
-    name = document.get("policy") if isinstance(document, dict) else None
-    return (file.parent / name) if isinstance(name, str) else None
+    try:
+        return json.loads(first)
+    except (ValueError, RecursionError):
+        return None  # reading the file reports it
 
 
 def _read_one(
-    path: Path, otlp: OTLPCollector, agent_trace: AgentTraceCollector, policy: Policy, progress: Progress | None = None
+    path: Path,
+    otlp: OTLPCollector,
+    agent_trace: AgentTraceCollector,
+    policy: Policy,
+    progress: Progress | None = None,
+    documents: dict[str, Any] | None = None,
 ) -> list[RecordedSession]:
     try:
-        return _read_file(path, otlp, agent_trace, policy, progress)
+        return _read_file(path, otlp, agent_trace, policy, progress, documents)
     except OSError as exc:  # unreadable (permissions, vanished): one line, no traceback
         raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
 
 
 def _read_file(
-    path: Path, otlp: OTLPCollector, agent_trace: AgentTraceCollector, policy: Policy, progress: Progress | None = None
+    path: Path,
+    otlp: OTLPCollector,
+    agent_trace: AgentTraceCollector,
+    policy: Policy,
+    progress: Progress | None = None,
+    documents: dict[str, Any] | None = None,
 ) -> list[RecordedSession]:
     name = str(path)
+    if documents and name in documents:
+        return _from_document(documents.pop(name), name, 1, otlp, policy)
     if not path.is_file():
         raise InputError(name, "no such file" if not path.exists() else "not a regular file")
-    if path.suffix.lower() in _YAML_SUFFIXES or _starts_multiline_json(path):
+    if _is_document(path):
         document = _load_document(path)
         return _from_document(document, name, 1, otlp, policy)
     sessions: list[RecordedSession] = []
@@ -130,6 +198,11 @@ def _from_document(document: Any, path: str, line: int, otlp: OTLPCollector, pol
     )
 
 
+def _is_document(path: Path) -> bool:
+    """Whether the file is one document (YAML, or JSON over several lines), not JSON lines."""
+    return path.suffix.lower() in _YAML_SUFFIXES or _starts_multiline_json(path)
+
+
 def _starts_multiline_json(path: Path) -> bool:
     """A JSON document spread over lines (pretty-printed) rather than JSON lines."""
     with path.open("rb") as handle:
@@ -140,8 +213,10 @@ def _starts_multiline_json(path: Path) -> bool:
         json.loads(first)
     except RecursionError:
         return False  # one very deep line: reading it as JSON lines reports it
-    except ValueError:
+    except json.JSONDecodeError:
         return True
+    except ValueError:
+        return False  # a complete line with an unreadable number: reading it as JSON lines reports it
     return False
 
 
@@ -185,26 +260,51 @@ def _loads_line(text: bytes) -> Any:
 
 def _load_document(path: Path) -> Any:
     name = str(path)
-    size = path.stat().st_size
-    if size > MAX_DOCUMENT_BYTES:
-        raise InputError(name, f"document larger than {MAX_DOCUMENT_BYTES} bytes")
+    is_yaml = path.suffix.lower() in _YAML_SUFFIXES
+    limit = MAX_YAML_BYTES if is_yaml else MAX_DOCUMENT_BYTES
+    with path.open("rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(name, "not a regular file")
+        if info.st_size > limit:
+            raise InputError(name, f"{'YAML' if is_yaml else 'JSON'} document larger than {limit:,} bytes "
+                             f"({info.st_size:,}): split it, or write JSON lines")
+        raw = handle.read(limit + 1)  # the file may have grown since: read no more than the limit
+    if len(raw) > limit:
+        raise InputError(name, f"document larger than {limit:,} bytes")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if path.suffix.lower() in _YAML_SUFFIXES:
+    del raw
+    if is_yaml:
         from otel_agentguard.replay._yaml import load_yaml
 
         return load_yaml(text, name)
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except RecursionError:
         raise InputError(name, "JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise InputError(name, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except ValueError as exc:  # a number Python will not read (an integer of 5,000 digits)
+        found = _LONG_DIGITS.search(text)
+        line = text.count("\n", 0, found.start()) + 1 if found else None
+        raise InputError(name, f"invalid JSON: {_json_reason(exc)}", line) from None
+    if isinstance(document, dict) and "policy" in document:
+        # Remember where the policy is named, for errors about it.
+        found = re.search(r'"policy"\s*:', text)
+        document = LineDict(document)
+        document.key_lines = {"policy": text.count("\n", 0, found.start()) + 1} if found else {}
+    return document
+
+
+_LONG_DIGITS = re.compile(r"[0-9]{4301,}")
 
 
 def _json_reason(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} (column {exc.colno})"
-    return str(exc)
+    if "digits" in str(exc):
+        return "an integer of more than 4,300 digits"
+    return str(exc).splitlines()[0][:120]

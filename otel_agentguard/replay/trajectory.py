@@ -22,10 +22,10 @@ nothing in a file is ever executed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
@@ -93,7 +93,7 @@ def _session(raw: Mapping[str, Any], session_id: str, path: str, where: str, pol
             raise _error(path, raw, f"{step_where}: expected a mapping")
         _check_keys(step_raw, _STEP_KEYS, path, step_where)
         start = clock
-        clock += int(_number(step_raw, "duration_s", path, step_where, 0.0) * 1e9)
+        clock += int(_number(step_raw, "duration_s", path, step_where, 0.0, _ranges.SECONDS) * 1e9)
         session.steps.append(_step(step_raw, session_id, position, start, clock, path, step_where, policy))
     session.end_ns = clock
     return session
@@ -102,16 +102,16 @@ def _session(raw: Mapping[str, Any], session_id: str, path: str, where: str, pol
 def _step(
     raw: Mapping[str, Any], session_id: str, position: int, start: int, end: int, path: str, where: str, policy: Policy
 ) -> Step:
-    sequence = int(_number(raw, "seq", path, where, position))
+    sequence = int(_number(raw, "seq", path, where, position, _ranges.COUNT))
     label = str(raw["id"]) if "id" in raw else None
-    tokens = int(_number(raw, "tokens", path, where, 0))
-    input_tokens = int(_number(raw, "input_tokens", path, where, 0))
-    output_tokens = int(_number(raw, "output_tokens", path, where, tokens))
+    tokens = int(_number(raw, "tokens", path, where, 0, _ranges.COUNT))
+    input_tokens = int(_number(raw, "input_tokens", path, where, 0, _ranges.COUNT))
+    output_tokens = int(_number(raw, "output_tokens", path, where, tokens, _ranges.COUNT))
     cost = raw.get("cost_usd")
     common = dict(
         session_id=session_id, sequence=sequence, start_ns=start, end_ns=end, label=label,
         input_tokens=input_tokens, output_tokens=output_tokens,
-        cost_usd=float(_number(raw, "cost_usd", path, where, 0.0)) if cost is not None else None,
+        cost_usd=float(_number(raw, "cost_usd", path, where, 0.0, _ranges.USD)) if cost is not None else None,
     )
     if "tool" in raw:
         if "answer" in raw:
@@ -150,7 +150,7 @@ def _step(
                     claim_clause=clause if found else None, **common)
     if model is None:
         raise _error(path, raw, f"{where}: a step needs 'tool', 'answer' or 'model'")
-    tool_calls = int(_number(raw, "tool_calls", path, where, 0))
+    tool_calls = int(_number(raw, "tool_calls", path, where, 0, _ranges.COUNT))
     return Step(kind=MODEL, name=model, model=model, finish_reasons=("tool_calls",) if tool_calls else (),
                 tool_calls=tool_calls, **common)
 
@@ -179,10 +179,10 @@ def _check_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], path: str, whe
             raise _error(path, raw, f"{where}: unknown key {key!r} (expected one of: {', '.join(allowed)})")
 
 
-def _number(raw: Mapping[str, Any], key: str, path: str, where: str, default: float) -> float:
+def _number(raw: Mapping[str, Any], key: str, path: str, where: str, default: float, allowed: _ranges.Range) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise _error(path, raw, f"{where}.{key}: expected a finite non-negative number, got {value!r}")
+    if not _ranges.within(value, allowed):
+        raise _error(path, raw, f"{where}.{key}: expected {allowed.expected}, got {_ranges.describe(value)}")
     return value
 
 

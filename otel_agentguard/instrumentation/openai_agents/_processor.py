@@ -48,7 +48,7 @@ from agents.tracing import (
 from opentelemetry import baggage, context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors, _registry
+from otel_agentguard import _internal_errors, _ranges, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
@@ -357,8 +357,10 @@ def _finish_model(span: Span, data: Any) -> None:
         # Shape of the answer unknown: set only what is known, and leave finish reasons
         # and tool calls to an enclosing instrumentation that saw the response (ModelCall).
         attributes = {}
+        input_tokens = _ranges.live_count(input_tokens)
         if input_tokens is not None:
             attributes[A.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+        output_tokens = _ranges.live_count(output_tokens)
         if output_tokens is not None:
             attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
         model, response_id = _extract.response_model(data)
