@@ -181,7 +181,7 @@ def _decimal_text(value: decimal.Decimal) -> str:
 
 
 _MAX_NODES = 50_000  # values (container entries) read per call, every container kind together
-_MAX_TEXT = 16 << 20  # characters of strings plus bytes of buffers read per call
+_MAX_TEXT = 4 << 20  # characters of strings plus bytes of buffers read per call
 _MAX_LABELS = 8192  # quoted keys remembered, for all tools together
 _MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
 
@@ -317,11 +317,16 @@ class _Canonicalizer:
         if marker in active:
             return "@", None
         size = dict.__len__(value)
+        readable = walk.spend(size)
+        if readable == size:
+            entries = list(dict.items(value))
+        else:  # over the budget: the first entries, in insertion order, and a marker
+            entries = list(itertools.islice(dict.items(value), readable))
         # Only exact-str keys are sorted directly: a key class may define its own __lt__.
-        if size > walk.left or not set(map(type, dict.__iter__(value))) <= _STR_ONLY:
+        if not set(map(type, [key for key, _ in entries])) <= _STR_ONLY:
+            walk.left += readable
             return self._mapping(value, depth, walk), None
-        walk.left -= size
-        entries = sorted(dict.items(value))  # keys are unique: values are never compared
+        entries.sort()  # keys are unique: values are never compared
         active.add(marker)
         try:
             noise = self._noise
@@ -336,14 +341,14 @@ class _Canonicalizer:
                 # The scalar dispatch of _value, written out: a call per value is the cost
                 # this hot path exists to avoid (the same in _sequence).
                 if kind is str:
-                    walk.text_left -= len(item)
-                    if walk.text_left < 0:
-                        walk.truncated = True
-                        text = "…"
-                    elif item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                    if len(item) > walk.text_left:
+                        text = self._str(item, walk)
                     else:
-                        text = _quote(item)
+                        walk.text_left -= len(item)
+                        if item and item[0] in _NUMBER_START:
+                            text = _numeric_string(item) or _quote(item)
+                        else:
+                            text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:
@@ -369,6 +374,8 @@ class _Canonicalizer:
         finally:
             active.discard(marker)
         keys = tuple([key for key, _ in entries]) if want_keys else None
+        if readable < size:
+            parts.append("…")
         return "{" + ",".join(parts) + "}", keys
 
     def _sequence(self, items: Any, depth: int, walk: _Walk, unordered: bool) -> str:
@@ -388,14 +395,14 @@ class _Canonicalizer:
             for item in items:
                 kind = type(item)
                 if kind is str:
-                    walk.text_left -= len(item)
-                    if walk.text_left < 0:
-                        walk.truncated = True
-                        text = "…"
-                    elif item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                    if len(item) > walk.text_left:
+                        text = self._str(item, walk)
                     else:
-                        text = _quote(item)
+                        walk.text_left -= len(item)
+                        if item and item[0] in _NUMBER_START:
+                            text = _numeric_string(item) or _quote(item)
+                        else:
+                            text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:

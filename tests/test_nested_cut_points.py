@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import otel_agentguard as ag
+from otel_agentguard import attributes as A
 from otel_agentguard.history import history_problems
 from otel_agentguard.instrumentation.anthropic import AnthropicInstrumentor
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
@@ -238,9 +239,8 @@ def test_no_stop_leaves_a_tool_call_without_its_result(guarded, top, provider, b
         assert run.nested_stops == 0  # never raised inside a tool: the outer batch would be cut
         for agent_id, history in driver.histories.items():
             assert history_problems(history, provider) == [], agent_id
-    if stopped is not None:
-        assert stopped.stop_reason in ("budget_exceeded", "drained")
-        assert guarded.verdict(run.session_id).stop_reason == stopped.stop_reason
+    if stopped is not None:  # a budget, a drain, or a probe's alert (failing tools make streaks)
+        assert stopped.stop_reason in ("budget_exceeded", "drained", *A.PROBE_NAMES)
 
 
 def test_a_budget_due_inside_a_sub_agent_waits_for_the_outer_turn(guarded):
