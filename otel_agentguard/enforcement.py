@@ -20,10 +20,14 @@ a hook is contained like any other: only ``AgentStopped`` leaves.
 from __future__ import annotations
 
 from otel_agentguard import _internal_errors, _registry
+from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
 
-__all__ = ["AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call"]
+__all__ = [
+    "AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call",
+    "cuts_repeating_output",
+]
 
 
 def before_tool_call(args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
@@ -64,3 +68,15 @@ def after_model_call(session_id: str | None = None) -> None:
             raise
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.after_model", exc)
+
+
+def cuts_repeating_output() -> bool:
+    """Whether a stream that repeats itself is closed at the alert: an enforce-mode guard
+    whose ``output_repetition`` ladder starts with ``stop``."""
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        ladder = processor.policy.escalation.get(OUTPUT_REPETITION_PROBE, ("stop",))
+        if ladder and ladder[0] == "stop":
+            return True
+    return False

@@ -28,6 +28,7 @@ from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDete
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter
 from otel_agentguard.pricing import Price, PriceTable
+from otel_agentguard.repetition import DEFAULT_MAX_REPEATED_CHARS, DEFAULT_MAX_REPEATS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,6 +63,10 @@ class Profile:
     max_wall_time_s: float | None = None
     max_model_calls: int | None = None
     cycle_repeats: int = 3
+    # output_repetition: copies in a row of one chunk or a short cycle an answer may hold,
+    # and how many characters of repeated text (after the first copy) it may hold.
+    output_max_repeats: int = DEFAULT_MAX_REPEATS
+    output_max_repeated_chars: int = DEFAULT_MAX_REPEATED_CHARS
     disabled_probes: tuple[str, ...] = ()
 
 
@@ -85,6 +90,8 @@ _PROFILE_FIELDS: dict[str, str] = {
     "max_wall_time_s": "positive_number",
     "max_model_calls": "positive_int",
     "cycle_repeats": "threshold",
+    "output_max_repeats": "threshold",
+    "output_max_repeated_chars": "positive_int",
     "disabled_probes": "probe_list",
 }
 _TOP_LEVEL = (
@@ -100,6 +107,7 @@ DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
     "no_progress": ("stop",),
     "budget_exceeded": ("stop",),
     "fake_completion": ("stop",),
+    "output_repetition": ("stop",),
 }
 _TOOL_KEYS = ("effect", "noise_keys", "unordered_keys")
 _PRICE_KEYS = ("input_usd_per_mtok", "output_usd_per_mtok")

@@ -533,6 +533,8 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     }
     if alert.budget_kind:
         attributes[A.BUDGET_KIND] = alert.budget_kind
+    if alert.offsets is not None:
+        attributes[A.REPETITION_OFFSETS] = list(alert.offsets)
     return attributes
 
 

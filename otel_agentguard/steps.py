@@ -21,6 +21,7 @@ from typing import Any
 from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
+from otel_agentguard.repetition import RepetitionSummary, summarize
 
 TOOL = "tool"
 MODEL = "model"
@@ -54,6 +55,7 @@ class Step:
     claims: tuple[str, ...] = ()
     cost_usd: float | None = None  # set when a source states the cost; else priced from tokens
     label: str | None = None  # a human step id from a trajectory file ("s03")
+    output_repetition: RepetitionSummary | None = None  # model steps: how the answer repeats itself
 
     @property
     def tokens(self) -> int:
@@ -176,6 +178,7 @@ def _model_step(
     final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
     claims: tuple[str, ...] = ()
+    repetition = _output_repetition(attrs, policy, messages)
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
         if stated is not None:
@@ -197,7 +200,23 @@ def _model_step(
         tool_calls=tool_calls,
         final=final,
         claims=claims,
+        output_repetition=repetition,
     )
+
+
+def _output_repetition(attrs: Mapping[str, Any], policy: Policy, messages: list[Any] | None) -> RepetitionSummary | None:
+    """Our recorded summary, else one computed from captured answer text (a foreign span, or a
+    replay without the summary) with the default profile's thresholds."""
+    recorded = attrs.get(A.OUTPUT_REPETITION)
+    if recorded is not None:
+        return RepetitionSummary.from_attribute(recorded)
+    if messages is None:
+        messages = _output_messages(attrs)
+    text = _answer_text(attrs, messages)
+    if not text:
+        return None
+    profile = policy.resolve_profile()
+    return summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
 
 
 # --- small readers, each forgiving of what foreign spans put there -------------------

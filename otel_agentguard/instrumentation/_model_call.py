@@ -25,8 +25,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
+from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.enforcement import after_model_call, cuts_repeating_output
+from otel_agentguard.errors import AgentStopped
+from otel_agentguard.repetition import RepetitionMonitor
 from otel_agentguard.steps import FINAL_FINISH_REASONS
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
@@ -43,14 +47,49 @@ class ModelResult:
     finish_reasons: list[str] = field(default_factory=list)
     tool_calls: int = 0
     text: str = ""
+    # The answer's repetition check, fed with every piece of text as it arrives (unbounded
+    # text, bounded memory); None until the first text, or when the probe is disabled.
+    repetition: RepetitionMonitor | None = field(default=None, repr=False, compare=False)
+    _feeds_repetition: bool = field(default=True, repr=False, compare=False)
 
     def add_text(self, piece: str | None) -> None:
-        if piece and len(self.text) < _MAX_TEXT_CHARS:
+        if not piece:
+            return
+        if len(self.text) < _MAX_TEXT_CHARS:
             self.text += piece[: _MAX_TEXT_CHARS - len(self.text)]
+        if not self._feeds_repetition:
+            return
+        try:
+            monitor = self.repetition
+            if monitor is None:
+                monitor = self.repetition = _new_monitor()
+                if monitor is None:
+                    self._feeds_repetition = False
+                    return
+            monitor.feed(piece)
+        except Exception as exc:  # deliberate: the check is lost for this answer, the call goes on
+            _internal_errors.report("model_call.repetition", exc)
+            self.repetition, self._feeds_repetition = None, False
+
+    def adopt_repetition(self, other: ModelResult) -> None:
+        """Keep the check that saw the streamed text when a stream's last event rebuilds the result."""
+        self.repetition = other.repetition
+        self._feeds_repetition = False
 
     @property
     def final(self) -> bool:
         return self.tool_calls == 0 and any(r.lower() in FINAL_FINISH_REASONS for r in self.finish_reasons)
+
+
+def _new_monitor() -> RepetitionMonitor | None:
+    """A repetition check with the thresholds of the session in context (its profile)."""
+    session = current_session()
+    profile = active_policy().resolve_profile(
+        session.profile if session else None, session.task_type if session else None
+    )
+    if A.OUTPUT_REPETITION_PROBE in profile.disabled_probes:
+        return None
+    return RepetitionMonitor(profile.output_max_repeats, profile.output_max_repeated_chars)
 
 
 def is_model_span(span: Any) -> bool:
@@ -61,12 +100,13 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "_done")
+    __slots__ = ("span", "owned", "_done", "_cut_checked")
 
     def __init__(self, span: Span, owned: bool):
         self.span = span
         self.owned = owned
         self._done = False
+        self._cut_checked = False
 
     @classmethod
     def start(
@@ -129,6 +169,40 @@ class ModelCall:
             self.finish(None, exc)
             raise
 
+    def repetition_check(self, result_of: Callable[[], ModelResult]) -> Callable[[], None]:
+        """For a stream: a check to run after each chunk, which closes the call at a repetition alert.
+
+        In enforce mode (with ``output_repetition``'s ladder starting at ``stop``) the
+        call ends at once, so the judge sees the partial answer and its alert, and
+        :class:`~otel_agentguard.AgentStopped` is raised with ``partial_text_chars``, the
+        characters of answer text the application received before the stop. A partial
+        answer with no tool call is a safe cut point. In observe mode nothing happens
+        here: the summary goes on the span when the stream ends, and the stream goes on.
+        """
+        delivered = 0
+
+        def check() -> None:
+            nonlocal delivered
+            result = result_of()
+            monitor = result.repetition
+            if monitor is None:
+                return
+            if monitor.finding is None or self._cut_checked:
+                delivered = monitor.chars
+                return
+            self._cut_checked = True
+            if not self.owned or result.tool_calls or not cuts_repeating_output():
+                return
+            session_id = (getattr(self.span, "attributes", None) or {}).get(A.SESSION_ID)
+            self.finish(result)  # the step is judged now, with the alert that stops it
+            try:
+                after_model_call(session_id)
+            except AgentStopped as stopped:
+                stopped.breakpoint["partial_text_chars"] = delivered
+                raise
+
+        return check
+
     def finish(self, result: ModelResult | None, error: BaseException | None = None) -> None:
         """Record the outcome and end our span. Idempotent: streams may end several ways."""
         if self._done:
@@ -162,6 +236,8 @@ def response_attributes(result: ModelResult) -> dict[str, Any]:
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = result.output_tokens
     if result.final:
         attributes[A.FINAL_CLAIMS] = list(active_policy().claims.detect(result.text))
+    if result.repetition is not None:
+        attributes[A.OUTPUT_REPETITION] = result.repetition.summary().attribute
     if capture_content():
         attributes[A.GEN_AI_OUTPUT_MESSAGES] = _json([{
             "role": "assistant",

@@ -314,6 +314,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
             yield from wrapped(*args, **kwargs)
             return
         accumulator = _extract.StreamAccumulator()
+        check = call.repetition_check(accumulator.partial)
         error: BaseException | None = None
         chunks = wrapped(*args, **kwargs)
         try:
@@ -324,6 +325,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                     except StopIteration:
                         break
                 _add(accumulator, chunk)
+                _check(check)  # enforce mode: raises AgentStopped on an answer that repeats itself
                 yield chunk
         except BaseException as exc:
             error = None if _is_generator_exit(exc) else exc
@@ -358,6 +360,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 yield chunk
             return
         accumulator = _extract.StreamAccumulator()
+        check = call.repetition_check(accumulator.partial)
         error: BaseException | None = None
         try:
             while True:
@@ -367,6 +370,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                     except StopAsyncIteration:
                         break
                 _add(accumulator, chunk)
+                _check(check)
                 yield chunk
         except BaseException as exc:
             error = None if _is_generator_exit(exc) else exc
@@ -387,3 +391,12 @@ def _add(accumulator: _extract.StreamAccumulator, chunk: Any) -> None:
         accumulator.add(chunk)
     except Exception as exc:  # deliberate: a chunk we cannot read is the guard's loss only
         _internal_errors.report("langchain.chat.chunk", exc)
+
+
+def _check(check: Callable[[], None]) -> None:
+    try:
+        check()
+    except AgentStopped:
+        raise
+    except Exception as exc:  # deliberate: the guard's loss only
+        _internal_errors.report("langchain.chat.check", exc)
