@@ -24,10 +24,10 @@ goes into a window of the last :data:`MAX_CYCLE_CHUNKS` chunks. For every
 cycle length ``p`` up to that, a run counts the chunks equal to the chunk
 ``p`` places back: ``k`` copies of a ``p``-chunk unit in a row make a run of
 ``(k - 1) * p``. The answer repeats itself too much when a unit reaches more
-copies in a row than ``output_max_repeats``, or when the repeated text (after
-the first copy, at least one whole copy) reaches ``output_max_repeated_chars``
-characters: a long paragraph said twice is caught as early as a short
-sentence said four times. Work per chunk is O(``MAX_CYCLE_CHUNKS``) and memory
+copies in a row than ``output_max_repeats``, or when the text that repeats
+what came one cycle before reaches ``output_max_repeated_chars`` characters:
+a long paragraph said again is caught within its second copy, as early as a
+short sentence said four times. Work per chunk is O(``MAX_CYCLE_CHUNKS``) and memory
 per stream is bounded by it and by :data:`MAX_CHUNK_CHARS`.
 
 What a model span records (:attr:`RepetitionSummary.attribute`, never text):
@@ -47,12 +47,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-MIN_CHUNK_CHARS = 24
-MAX_CHUNK_CHARS = 80
+MIN_CHUNK_CHARS = 16
+MAX_CHUNK_CHARS = 64
 MAX_CYCLE_CHUNKS = 8
 MIN_CHUNK_WEIGHT = 8  # letters and digits in a chunk; a CJK character counts twice
 DEFAULT_MAX_REPEATS = 3
-DEFAULT_MAX_REPEATED_CHARS = 300
+DEFAULT_MAX_REPEATED_CHARS = 240
 
 _BOUNDARY = re.compile(r"[\n.!?;。！？；…]")
 _CJK_STOPS = frozenset("。！？；…")
@@ -177,7 +177,7 @@ class RepetitionDetector:
             run[period] += 1
             run_chars[period] += end - start
             copies = (run[period] + period) // period
-            repeated = run_chars[period] if run[period] >= period else 0
+            repeated = run_chars[period]
             if copies > self.max_copies:
                 self.max_copies = copies
             if repeated > self.max_chars:
@@ -228,10 +228,11 @@ class Chunker:
             buffer = self._buffer
             match = _BOUNDARY.search(buffer, self._scan)
             if match is None:
-                if len(buffer) <= MAX_CHUNK_CHARS:
+                low, high = _size_limits(buffer)
+                if len(buffer) <= high:
                     self._scan = len(buffer)
                     break
-                found = self._cut(_anchor(buffer), 0) or found
+                found = self._cut(_anchor(buffer, low, high), 0) or found
                 self._line_start = False
                 continue
             at = match.start()
@@ -325,15 +326,23 @@ def _weight(text: str) -> int:
     return weight
 
 
-def _anchor(buffer: str) -> int:
+def _size_limits(buffer: str) -> tuple[int, int]:
+    """Chunk sizes for text without a boundary: half as many characters for CJK text,
+    whose characters carry about as much as a short word each."""
+    if buffer[:1] >= "\u2e80":
+        return MIN_CHUNK_CHARS // 2, MAX_CHUNK_CHARS // 2
+    return MIN_CHUNK_CHARS, MAX_CHUNK_CHARS
+
+
+def _anchor(buffer: str, shortest: int, longest: int) -> int:
     """Where to cut text without a boundary: content-defined, so repeats cut alike.
 
-    Among positions MIN..MAX, the one after a space whose three preceding
-    characters hash lowest; without a space in reach, any position.
+    Among positions ``shortest..longest``, the one after a space whose three
+    preceding characters hash lowest; without a space in reach, any position.
     """
     best, best_spaced = -1, -1
     low, low_spaced = 1 << 64, 1 << 64
-    for position in range(MIN_CHUNK_CHARS, MAX_CHUNK_CHARS + 1):
+    for position in range(shortest, longest + 1):
         a, b, c = buffer[position - 3], buffer[position - 2], buffer[position - 1]
         value = ((ord(a) * 1_000_003 + ord(b)) * 1_000_003 + ord(c)) * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF
         if value < low:

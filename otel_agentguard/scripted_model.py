@@ -31,6 +31,12 @@ from typing import Any
 from otel_agentguard.history import history_problems
 
 _ids = itertools.count(1)
+STREAM_PIECE_CHARS = 12  # text per streamed delta, as real models send a few tokens at a time
+
+
+def _pieces(text: str) -> Iterator[str]:
+    for start in range(0, len(text), STREAM_PIECE_CHARS):
+        yield text[start:start + STREAM_PIECE_CHARS]
 
 
 def _next_id(prefix: str) -> str:
@@ -56,6 +62,15 @@ class Turn:
     @classmethod
     def answer(cls, text: str, **usage: int) -> Turn:
         return cls(text=text, **usage)
+
+    @classmethod
+    def chant(cls, prefix: str, unit: str, copies: int, **usage: int) -> Turn:
+        """An answer that starts well and then repeats ``unit`` until ``max_tokens`` (a looping model).
+
+        ``unit`` may hold ``{n}``, replaced by the copy's number (a counter that changes).
+        """
+        body = "".join(unit.replace("{n}", str(n)) for n in range(1, copies + 1))
+        return cls(text=prefix + body, **usage)
 
     @classmethod
     def call(cls, name: str, /, **arguments: Any) -> Turn:
@@ -180,8 +195,8 @@ def _chat_chunks(turn: Turn, model: str, include_usage: bool) -> Iterator[dict[s
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
-    for start in range(0, len(turn.text), 12):
-        yield chunk({"content": turn.text[start:start + 12]})
+    for piece in _pieces(turn.text):
+        yield chunk({"content": piece})
     for index, call in enumerate(turn.tool_calls):
         arguments = json.dumps(call.arguments)
         yield chunk({"tool_calls": [{"index": index, "id": call.call_id, "type": "function",
@@ -228,10 +243,12 @@ def _response_events(turn: Turn, model: str) -> Iterator[tuple[str, dict[str, An
                                              "output_index": index, "item": item}
         sequence += 1
         if item["type"] == "message":
-            yield "response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": sequence,
-                                                 "item_id": item["id"], "output_index": index, "content_index": 0,
-                                                 "delta": turn.text, "logprobs": []}
-            sequence += 1
+            for piece in _pieces(turn.text):
+                yield "response.output_text.delta", {"type": "response.output_text.delta",
+                                                     "sequence_number": sequence, "item_id": item["id"],
+                                                     "output_index": index, "content_index": 0,
+                                                     "delta": piece, "logprobs": []}
+                sequence += 1
         yield "response.output_item.done", {"type": "response.output_item.done", "sequence_number": sequence,
                                             "output_index": index, "item": item}
         sequence += 1
@@ -266,8 +283,9 @@ def _message_events(turn: Turn, model: str) -> Iterator[tuple[str, dict[str, Any
         if block["type"] == "text":
             yield "content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "text", "text": ""}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "text_delta", "text": block["text"]}}
+            for piece in _pieces(block["text"]):
+                yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                              "delta": {"type": "text_delta", "text": piece}}
         else:
             yield "content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {**block, "input": {}}}

@@ -16,7 +16,7 @@ Example:
     "I will check the configuration again." four times in a row; the same
     paragraph twice; ``print("retry")`` on every line of a code block.
 Options:
-    ``output_max_repeats`` (default 3), ``output_max_repeated_chars`` (default 300).
+    ``output_max_repeats`` (default 3), ``output_max_repeated_chars`` (default 240).
 """
 
 from __future__ import annotations
