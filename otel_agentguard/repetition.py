@@ -47,13 +47,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-MIN_CHUNK_CHARS = 16
-MAX_CHUNK_CHARS = 64
+MIN_CHUNK_CHARS = 24
+MAX_CHUNK_CHARS = 120
+MIN_CJK_CHUNK_CHARS = 12  # a CJK character carries about as much as a short word
+MAX_CJK_CHUNK_CHARS = 40
 MAX_CYCLE_CHUNKS = 8
 MIN_CHUNK_WEIGHT = 8  # letters and digits in a chunk; a CJK character counts twice
 DEFAULT_MAX_REPEATS = 3
 DEFAULT_MAX_REPEATED_CHARS = 240
 
+_FEED_SLICE = 256
 _BOUNDARY = re.compile(r"[\n.!?;。！？；…]")
 _CJK_STOPS = frozenset("。！？；…")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -226,11 +229,13 @@ class Chunker:
             if self._kind is None and not self._classify():
                 break
             buffer = self._buffer
-            match = _BOUNDARY.search(buffer, self._scan)
+            low, high = _size_limits(buffer)
+            # Only boundaries within the first `high` characters count, so the cuts do not
+            # depend on how the text was split into streamed pieces.
+            match = _BOUNDARY.search(buffer, self._scan, high)
             if match is None:
-                low, high = _size_limits(buffer)
                 if len(buffer) <= high:
-                    self._scan = len(buffer)
+                    self._scan = min(len(buffer), high)
                     break
                 found = self._cut(_anchor(buffer, low, high), 0) or found
                 self._line_start = False
@@ -246,9 +251,6 @@ class Chunker:
                 continue
             if char not in _CJK_STOPS:
                 if at + 1 >= len(buffer):
-                    if len(buffer) > MAX_CHUNK_CHARS:
-                        self._scan = at + 1
-                        continue
                     self._scan = at  # wait for the next character: "3.14" or a sentence end?
                     break
                 if not buffer[at + 1].isspace():
@@ -266,13 +268,6 @@ class Chunker:
         self._scan = 0
         return found
 
-    def close(self) -> Finding | None:
-        """The text ended: its last unfinished chunk counts too."""
-        buffer, self._buffer = self._buffer, ""
-        if self._kind is None and buffer.lstrip()[:3] in _FENCE:
-            return None
-        return self._emit(buffer, self._start) if buffer else None
-
     def _classify(self) -> bool:
         """Decide the current line's kind from its first characters; False: not enough seen yet."""
         buffer = self._buffer
@@ -285,8 +280,9 @@ class Chunker:
         if head[:3] in _FENCE:
             newline = buffer.find("\n")
             if newline < 0:
-                if len(buffer) > MAX_CHUNK_CHARS:  # a fence line that never ends: drop what came
-                    self._drop(len(buffer))
+                if len(buffer) > MAX_CHUNK_CHARS:  # a fence line that never ends: drop a chunk's worth
+                    self._drop(MAX_CHUNK_CHARS + 1)
+                    return bool(self._buffer) and self._classify()
                 return False
             self._in_fence = not self._in_fence
             self._drop(newline + 1)
@@ -327,10 +323,9 @@ def _weight(text: str) -> int:
 
 
 def _size_limits(buffer: str) -> tuple[int, int]:
-    """Chunk sizes for text without a boundary: half as many characters for CJK text,
-    whose characters carry about as much as a short word each."""
+    """Chunk sizes for text without a boundary: fewer characters for CJK text."""
     if buffer[:1] >= "\u2e80":
-        return MIN_CHUNK_CHARS // 2, MAX_CHUNK_CHARS // 2
+        return MIN_CJK_CHUNK_CHARS, MAX_CJK_CHUNK_CHARS
     return MIN_CHUNK_CHARS, MAX_CHUNK_CHARS
 
 
@@ -369,7 +364,13 @@ class RepetitionMonitor:
         return self.chunker.detector.finding
 
     def feed(self, text: str) -> Finding | None:
-        return self.chunker.feed(text)
+        if len(text) <= _FEED_SLICE:
+            return self.chunker.feed(text)
+        # A whole answer at once: in slices, so the chunker's buffer (and each cut's copy) stays small.
+        found = None
+        for start in range(0, len(text), _FEED_SLICE):
+            found = self.chunker.feed(text[start:start + _FEED_SLICE]) or found
+        return found
 
     def summary(self) -> RepetitionSummary:
         """The summary so far, the unfinished last chunk included (the monitor stays usable)."""

@@ -440,7 +440,7 @@ def build() -> list[dict[str, object]]:
     for kind, make, count in HONEST:
         for index in range(count):
             text = make()
-            if len(text) < 1000:  # a long answer: the short ones get an explanation around them
+            if len(text) < 1000 and kind != "chinese":  # a long answer: short ones get an explanation first
                 text = prose(600) + text
             answers.append({"id": f"honest-{kind}-{index}", "label": "honest", "kind": kind, "text": text})
     makers = [
