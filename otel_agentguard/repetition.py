@@ -16,8 +16,10 @@ The answer text is cut into chunks as it arrives (:class:`Chunker`):
 * chunks with little content (a closing brace, "OK.", a table's ``|---|``
   row, a list marker) are skipped: they neither count nor break a run.
 
-Prose is compared after lower-casing, collapsing spaces and replacing every
-number with ``0``, so "Attempt 7: checking again." repeats "Attempt 6: ...".
+Prose is compared after lower-casing and collapsing spaces; in a sentence of
+some length, a number among its first three words is a counter and compared
+as ``0``, so "Attempt 7: checking again." repeats "Attempt 6: ...", while
+"Restart pod api-7." and "Restart pod api-8." stay distinct.
 
 Each chunk's fingerprint (an in-process hash that never leaves the process)
 goes into a window of the last :data:`MAX_CYCLE_CHUNKS` chunks. For every
@@ -53,6 +55,7 @@ MIN_CJK_CHUNK_CHARS = 12  # a CJK character carries about as much as a short wor
 MAX_CJK_CHUNK_CHARS = 40
 MAX_CYCLE_CHUNKS = 8
 MIN_CHUNK_WEIGHT = 8  # letters and digits in a chunk; a CJK character counts twice
+COUNTER_MIN_WEIGHT = 24  # a sentence this long may carry a counter in its first words
 DEFAULT_MAX_REPEATS = 3
 DEFAULT_MAX_REPEATED_CHARS = 240
 
@@ -60,6 +63,7 @@ _FEED_SLICE = 256
 _BOUNDARY = re.compile(r"[\n.!?;。！？；…]")
 _CJK_STOPS = frozenset("。！？；…")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_LABEL = re.compile(r"\W*(?:\w+\W+){0,2}\w*")  # the first three words
 _SPACES = re.compile(r"\s+")
 _FENCE = ("```", "~~~")
 
@@ -303,21 +307,30 @@ class Chunker:
         lead = len(text) - len(text.lstrip())
         begin = start + lead
         end = begin + len(stripped)
-        if _weight(stripped) < MIN_CHUNK_WEIGHT:
+        weight = _weight(stripped, COUNTER_MIN_WEIGHT)
+        if weight < MIN_CHUNK_WEIGHT:
             return None
         if self._kind == VERBATIM:
             key = hash((VERBATIM, _SPACES.sub(" ", stripped)))
         else:
-            key = hash((PROSE, _SPACES.sub(" ", _NUMBER.sub("0", stripped.lower()))))
+            text = _SPACES.sub(" ", stripped.lower())
+            if weight >= COUNTER_MIN_WEIGHT:
+                # A counter in the first words ("Attempt 7: ...", "Step 7 -", "Day 7:") does not
+                # make a sentence new; a number further on ("pod api-7") names something else.
+                label = _LABEL.match(text)
+                if label is not None and label.end():
+                    text = _NUMBER.sub("0", text[:label.end()]) + text[label.end():]
+            key = hash((PROSE, text))
         return self.detector.add(key, begin, end)
 
 
-def _weight(text: str) -> int:
+def _weight(text: str, enough: int) -> int:
+    """Letters and digits (a CJK character counts twice), counted up to ``enough``."""
     weight = 0
     for char in text:
         if char.isalnum():
             weight += 2 if char >= "\u2e80" else 1
-            if weight >= MIN_CHUNK_WEIGHT:
+            if weight >= enough:
                 break
     return weight
 

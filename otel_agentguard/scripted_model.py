@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -120,7 +121,9 @@ class ScriptedModelServer:
         self.requests: list[Request] = []
         self.rejected: list[tuple[Request, list[str]]] = []  # what a real provider would refuse, and why
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self.dropped_connections = 0  # clients that closed the connection before reading everything
+        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.on_drop = self._dropped
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -158,12 +161,28 @@ class ScriptedModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _dropped(self) -> None:
+        with self._lock:
+            self.dropped_connections += 1
+
     def _answer(self, request: Request) -> Turn:
         with self._lock:
             self.requests.append(request)
         turn = self.script(request)
         calls = tuple(c if c.call_id else ToolCall(c.name, c.arguments, _next_id("call")) for c in turn.tool_calls)
         return Turn(turn.text, calls, turn.input_tokens, turn.output_tokens)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-stream (a closed stream) is counted, not printed as an error."""
+
+    on_drop: Callable[[], None] = staticmethod(lambda: None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            self.on_drop()
+            return
+        super().handle_error(request, client_address)
 
 
 # --- wire formats ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ of the repeated unit's second copy).
 Honest answers are long and repeat themselves the way good answers do:
 tables with repeated cells, checklists and instructions with parallel wording,
 poems and songs with refrains, code with repeated structure, Chinese answers,
-FAQs. Chanting answers start as an honest answer and then loop: one sentence,
+FAQs, inventories whose items differ only by a number. Chanting answers start as an honest answer and then loop: one sentence,
 a paragraph, a sentence with a counter that changes, Chinese with and without
 punctuation, a code line.
 """
@@ -350,7 +350,20 @@ def faq_answer() -> str:
     return "\n".join(parts) + "\n" + prose(300)
 
 
-HONEST = [("table", table_answer, 10), ("checklist", checklist_answer, 7), ("poem", poem_answer, 7),
+def inventory_answer() -> str:
+    """An enumeration whose items differ only by a number: honest, and the hardest case for counters."""
+    service = rng.choice(["api", "worker", "web", "cache"])
+    lines = [f"I checked every {service} pod in the cluster. All of them answer their health check:", ""]
+    for n in range(1, rng.randint(15, 30)):
+        lines.append(f"- {service}-{n}: healthy")
+    lines += ["", "And the restart counts over the last week:", ""]
+    for n in range(1, rng.randint(10, 20)):
+        lines.append(f"{n}. Pod {service}-{n} restarted {rng.randint(0, 3)} times, last on day {rng.randint(1, 7)}.")
+    lines += ["", rng.choice(OUTRO)]
+    return "\n".join(lines)
+
+
+HONEST = [("table", table_answer, 7), ("inventory", inventory_answer, 3), ("checklist", checklist_answer, 7), ("poem", poem_answer, 7),
           ("song", song_answer, 3), ("steps", steps_answer, 8), ("code", code_answer, 6),
           ("chinese", chinese_answer, 5), ("faq", faq_answer, 4)]
 
