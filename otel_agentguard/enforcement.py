@@ -23,10 +23,11 @@ from otel_agentguard import _internal_errors, _registry
 from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
+from otel_agentguard.steps import Step
 
 __all__ = [
     "AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call",
-    "cuts_repeating_output",
+    "cuts_repeating_output", "stop_repeating_output",
 ]
 
 
@@ -80,3 +81,17 @@ def cuts_repeating_output() -> bool:
         if ladder and ladder[0] == "stop":
             return True
     return False
+
+
+def stop_repeating_output(session_id: str | None, step: Step) -> None:
+    """For a stream inside a model span we do not own: judge its repetition now and raise
+    :class:`AgentStopped` when an enforce-mode guard's ladder says stop."""
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        try:
+            processor.stop_repeating_output(session_id, step)
+        except AgentStopped:
+            raise
+        except Exception as exc:  # deliberate
+            _internal_errors.report("enforce.repeating_output", exc)

@@ -28,10 +28,10 @@ from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import after_model_call, cuts_repeating_output
+from otel_agentguard.enforcement import after_model_call, cuts_repeating_output, stop_repeating_output
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.repetition import RepetitionMonitor
-from otel_agentguard.steps import FINAL_FINISH_REASONS
+from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
 
@@ -170,14 +170,16 @@ class ModelCall:
             raise
 
     def repetition_check(self, result_of: Callable[[], ModelResult]) -> Callable[[], None]:
-        """For a stream: a check to run after each chunk, which closes the call at a repetition alert.
+        """For a stream: a check to run after each chunk, which stops the call at a repetition alert.
 
-        In enforce mode (with ``output_repetition``'s ladder starting at ``stop``) the
-        call ends at once, so the judge sees the partial answer and its alert, and
-        :class:`~otel_agentguard.AgentStopped` is raised with ``partial_text_chars``, the
-        characters of answer text the application received before the stop. A partial
-        answer with no tool call is a safe cut point. In observe mode nothing happens
-        here: the summary goes on the span when the stream ends, and the stream goes on.
+        In enforce mode (with ``output_repetition``'s ladder starting at ``stop``) our
+        call ends at once, so the judge sees the partial answer and its alert; inside a
+        model span another instrumentation owns, the summary goes on that span and the
+        guard judges it at once. Either way :class:`~otel_agentguard.AgentStopped` is
+        raised with ``partial_text_chars``, the characters of answer text the
+        application received before the stop. A partial answer with no tool call is a
+        safe cut point. In observe mode nothing happens here: the summary goes on the
+        span when the stream ends, and the stream goes on.
         """
         delivered = 0
 
@@ -191,12 +193,24 @@ class ModelCall:
                 delivered = monitor.chars
                 return
             self._cut_checked = True
-            if not self.owned or result.tool_calls or not cuts_repeating_output():
+            if result.tool_calls or not cuts_repeating_output():
                 return
-            session_id = (getattr(self.span, "attributes", None) or {}).get(A.SESSION_ID)
-            self.finish(result)  # the step is judged now, with the alert that stops it
+            attributes = getattr(self.span, "attributes", None) or {}
+            session_id = attributes.get(A.SESSION_ID)
             try:
-                after_model_call(session_id)
+                if self.owned:
+                    self.finish(result)  # the step is judged now, with the alert that stops it
+                    after_model_call(session_id)
+                else:
+                    # The span is another instrumentation's and ends later: record the summary on
+                    # it, and have the guard judge the repetition now.
+                    summary = monitor.summary()
+                    self.span.set_attribute(A.OUTPUT_REPETITION, summary.attribute)
+                    sequence = attributes.get(A.SEQUENCE)
+                    stop_repeating_output(session_id, Step(
+                        str(session_id or ""), sequence if type(sequence) is int else 0, MODEL,
+                        result.response_model or "", output_repetition=summary,
+                    ))
             except AgentStopped as stopped:
                 stopped.breakpoint["partial_text_chars"] = delivered
                 raise
