@@ -63,6 +63,8 @@ _FEED_SLICE = 256
 _BOUNDARY = re.compile(r"[\n.!?;。！？；…]")
 _CJK_STOPS = frozenset("。！？；…")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_CJK = re.compile(r"[\u2e80-\U0002ffff]")
 _LABEL = re.compile(r"\W*(?:\w+\W+){0,2}\w*")  # the first three words
 _SPACES = re.compile(r"\s+")
 _FENCE = ("```", "~~~")
@@ -307,7 +309,7 @@ class Chunker:
         lead = len(text) - len(text.lstrip())
         begin = start + lead
         end = begin + len(stripped)
-        weight = _weight(stripped, COUNTER_MIN_WEIGHT)
+        weight = _weight(stripped)
         if weight < MIN_CHUNK_WEIGHT:
             return None
         if self._kind == VERBATIM:
@@ -324,15 +326,10 @@ class Chunker:
         return self.detector.add(key, begin, end)
 
 
-def _weight(text: str, enough: int) -> int:
-    """Letters and digits (a CJK character counts twice), counted up to ``enough``."""
-    weight = 0
-    for char in text:
-        if char.isalnum():
-            weight += 2 if char >= "\u2e80" else 1
-            if weight >= enough:
-                break
-    return weight
+def _weight(text: str) -> int:
+    """Letters and digits; a CJK character counts twice."""
+    letters = _NOT_ALNUM.sub("", text)
+    return len(letters) + _CJK.subn("", letters)[1] if letters else 0
 
 
 def _size_limits(buffer: str) -> tuple[int, int]:
