@@ -28,6 +28,7 @@ from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
 from otel_agentguard.replay import replay_files
+from otel_agentguard.replay.cli import run as cli_run
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 
@@ -239,7 +240,7 @@ def _strip(path, tmp_path, name, key):
 
 
 @pytest.mark.parametrize("mode", ["observe", "enforce"])
-def test_replay_reaches_the_live_verdict_from_the_summary_or_from_the_text(mode, tmp_path, monkeypatch):
+def test_replay_reaches_the_live_verdict_from_the_summary_or_from_the_text(mode, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "true")
     path = tmp_path / "trace.jsonl"
     tracing, instrumentors = tracing_for(mode)
@@ -260,3 +261,12 @@ def test_replay_reaches_the_live_verdict_from_the_summary_or_from_the_text(mode,
         [(session, verdict)] = [(s, v) for s, v in replay_files([source], POLICY) if s.session_id == "s1"]
         assert verdict.stop_reason == live.stop_reason, source.name
         assert [(a.probe, a.sequence, a.evidence, a.offsets) for a in verdict.alerts] == expected, source.name
+    # The command line shows the same, offsets included.
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text('version = "repetition"\n')
+    assert cli_run(["replay", str(_strip(path, tmp_path, "cli.jsonl", A.GEN_AI_OUTPUT_MESSAGES)),
+                    "--policy", str(policy_file), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    [session] = [s for s in document["sessions"] if s["session_id"] == "s1"]
+    assert session["stop_reason"] == A.OUTPUT_REPETITION_PROBE
+    assert [tuple(a["offsets"]) for a in session["alerts"]] == [expected[0][3]]
