@@ -270,3 +270,18 @@ def test_replay_reaches_the_live_verdict_from_the_summary_or_from_the_text(mode,
     [session] = [s for s in document["sessions"] if s["session_id"] == "s1"]
     assert session["stop_reason"] == A.OUTPUT_REPETITION_PROBE
     assert [tuple(a["offsets"]) for a in session["alerts"]] == [expected[0][3]]
+
+
+def test_a_disabled_probe_checks_nothing_and_records_nothing():
+    policy = parse_policy('[profiles.default]\ndisabled_probes = ["output_repetition"]\n')
+    tracing = GuardedTracing(policy, "enforce")
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tracing.tracer_provider)
+    try:
+        text, stopped = run_session(tracing, openai_chat, CHANT)
+        assert stopped is None and text == CHANT.text
+        assert A.OUTPUT_REPETITION not in model_span(tracing).attributes
+        assert tracing.session_span("s1").attributes[A.STOP_REASON] == A.COMPLETED
+    finally:
+        instrumentor.uninstrument()
+        tracing.shutdown()
