@@ -99,7 +99,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         progress(f"repetition: {name}, {small} vs {large} chars")
         short, long = _deltas(text[:small]), _deltas(text)
         samples = interleave({"short": lambda d=short: _checked(d), "long": lambda d=long: _checked(d)},
-                             max(repeats - 2, 3))
+                             max(repeats, 3))
         report.add("7 repetition", f"{name}: per chunk, {large // 1000} KB / {small // 1000} KB",
                    per_repeat(samples["long"], samples["short"], lambda a, b: a / b), "x",
                    f"<= {FLAT:g} (flat)", lambda m: m <= FLAT)

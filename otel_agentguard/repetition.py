@@ -200,6 +200,14 @@ class RepetitionDetector:
             self.finding = new
         return new
 
+    def copy(self) -> RepetitionDetector:
+        twin = RepetitionDetector(self.max_repeats, self.max_repeated_chars)
+        twin.chunks, twin.max_copies, twin.max_chars, twin.finding = (
+            self.chunks, self.max_copies, self.max_chars, self.finding)
+        twin._recent = deque(self._recent, maxlen=MAX_CYCLE_CHUNKS)
+        twin._run, twin._run_chars, twin._first = list(self._run), list(self._run_chars), list(self._first)
+        return twin
+
     def summary(self) -> RepetitionSummary:
         return RepetitionSummary(
             self.chunks, self.max_copies, self.max_chars, self.max_repeats, self.max_repeated_chars, self.finding
@@ -385,22 +393,16 @@ class RepetitionMonitor:
     def summary(self) -> RepetitionSummary:
         """The summary so far, the unfinished last chunk included (the monitor stays usable)."""
         chunker = self.chunker
-        detector = chunker.detector
         if not chunker._buffer.strip():
-            return detector.summary()
-        # Count the tail on a copy of the detector's state, so feeding can go on afterwards.
-        copy = RepetitionDetector(detector.max_repeats, detector.max_repeated_chars)
-        for name in ("chunks", "max_copies", "max_chars", "finding"):
-            setattr(copy, name, getattr(detector, name))
-        copy._recent = deque(detector._recent, maxlen=MAX_CYCLE_CHUNKS)
-        copy._run, copy._run_chars, copy._first = list(detector._run), list(detector._run_chars), list(detector._first)
+            return chunker.detector.summary()
+        # Count the tail on a copy of the detector, so that feeding can go on afterwards.
         saved = chunker.detector
-        chunker.detector = copy
+        chunker.detector = saved.copy()
         try:
             chunker._emit(chunker._buffer, chunker._start)
+            return chunker.detector.summary()
         finally:
             chunker.detector = saved
-        return copy.summary()
 
 
 def summarize(text: str, max_repeats: int = DEFAULT_MAX_REPEATS,
