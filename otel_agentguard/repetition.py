@@ -10,16 +10,16 @@ The answer text is cut into chunks as it arrives (:class:`Chunker`):
   table rows with the same cells in other columns stay distinct;
 * text without any boundary (Chinese without punctuation, one endless line)
   is cut by size, at a content-defined point: among the positions between
-  :data:`MIN_CHUNK_CHARS` and :data:`MAX_CHUNK_CHARS`, the one whose three
-  preceding characters hash lowest. Text that repeats itself therefore gets
-  its cuts at the same place in every copy, whatever the copy's length;
+  :data:`MIN_CHUNK_CHARS` and :data:`MAX_CHUNK_CHARS` (fewer for CJK text),
+  the one whose three preceding characters hash lowest. Text that repeats
+  itself therefore gets its cuts at the same place in every copy;
 * chunks with little content (a closing brace, "OK.", a table's ``|---|``
   row, a list marker) are skipped: they neither count nor break a run.
 
 Prose is compared after lower-casing and collapsing spaces; in a sentence of
 some length, a number among its first three words is a counter and compared
 as ``0``, so "Attempt 7: checking again." repeats "Attempt 6: ...", while
-"Restart pod api-7." and "Restart pod api-8." stay distinct.
+"Check the pod named api-7 and note its restarts." stays distinct from api-8.
 
 Each chunk's fingerprint (an in-process hash that never leaves the process)
 goes into a window of the last :data:`MAX_CYCLE_CHUNKS` chunks. For every
