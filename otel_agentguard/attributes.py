@@ -36,6 +36,10 @@ RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
 # of one model call; an MCP server's span of the client's tool call): the enclosing span is
 # the step, this one is not.
 NESTED_STEP = "agentguard.step.nested"
+# On a model span: how the answer repeats itself, as a small JSON object without text
+# (chunk count, most copies in a row, most repeated characters, and the first finding with
+# its character offsets); enough for a replay to reach the live verdict.
+OUTPUT_REPETITION = "agentguard.output.repetition"
 # On a model span: how many repairs the opt-in history middleware made to the request.
 HISTORY_REPAIRED = "agentguard.history.repaired"
 STOP_REASON = "agentguard.stop_reason"
@@ -58,6 +62,8 @@ EVIDENCE = "agentguard.evidence"
 DETAIL = "agentguard.detail"
 DISPOSAL = "agentguard.disposal"
 BUDGET_KIND = "agentguard.budget.kind"
+# On an output_repetition stall: character offsets in the answer of the first and the triggering repetition.
+REPETITION_OFFSETS = "agentguard.output.repetition.offsets"
 
 # --- probe names -------------------------------------------------------------
 TOOL_LOOP = "tool_loop"
@@ -66,7 +72,8 @@ NO_PROGRESS = "no_progress"
 ERROR_STREAK = "error_streak"
 BUDGET_EXCEEDED = "budget_exceeded"
 FAKE_COMPLETION = "fake_completion"
-PROBE_NAMES = (TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_STREAK, BUDGET_EXCEEDED, FAKE_COMPLETION)
+OUTPUT_REPETITION_PROBE = "output_repetition"
+PROBE_NAMES = (TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_STREAK, BUDGET_EXCEEDED, FAKE_COMPLETION, OUTPUT_REPETITION_PROBE)
 
 BUDGET_KINDS = ("steps", "tokens", "cost", "wall_time", "model_calls")
 

@@ -23,10 +23,15 @@ import sys
 from typing import Any
 
 from otel_agentguard import _internal_errors, _readable, _registry
+from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
+from otel_agentguard.steps import Step
 
-__all__ = ["AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call"]
+__all__ = [
+    "AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call",
+    "cuts_repeating_output", "stop_repeating_output",
+]
 
 
 def before_tool_call(args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
@@ -71,6 +76,32 @@ def after_model_call(session_id: str | None = None, tool_calls: int | None = Non
             raise
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.after_model", exc)
+
+
+def cuts_repeating_output() -> bool:
+    """Whether a stream that repeats itself is closed at the alert: an enforce-mode guard
+    whose ``output_repetition`` ladder starts with ``stop``."""
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        ladder = processor.policy.escalation.get(OUTPUT_REPETITION_PROBE, ("stop",))
+        if ladder and ladder[0] == "stop":
+            return True
+    return False
+
+
+def stop_repeating_output(session_id: str | None, step: Step) -> None:
+    """For a stream inside a model span we do not own: judge its repetition now and raise
+    :class:`AgentStopped` when an enforce-mode guard's ladder says stop."""
+    for processor in _registry.processors():
+        if processor.mode != "enforce":
+            continue
+        try:
+            processor.stop_repeating_output(session_id, step)
+        except AgentStopped:
+            raise
+        except Exception as exc:  # deliberate
+            _internal_errors.report("enforce.repeating_output", exc)
 
 
 _ANSWER_KEYS = (("role", "tool", "tool_call_id"), ("type", "function_call_output", "call_id"))

@@ -110,6 +110,17 @@ class SessionJudge:
         self.alerts.extend(raised)
         return raised
 
+    def observe_early(self, probe_name: str, step: Step) -> list[Alert]:
+        """Run one probe on a step before the step itself is judged (enforce mode cutting a
+        stream inside a span another instrumentation ends later). Probes raise an alert once,
+        so judging the step later raises no second one."""
+        for probe in self._probes:
+            if probe.name == probe_name:
+                found = probe.observe(step, self.totals) or []
+                self.alerts.extend(found)
+                return found
+        return []
+
     def _account(self, step: Step) -> None:
         totals = self.totals
         if not totals.start_ns and step.start_ns:

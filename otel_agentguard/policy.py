@@ -33,6 +33,7 @@ from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDete
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter
 from otel_agentguard.pricing import Price, PriceTable
+from otel_agentguard.repetition import DEFAULT_MAX_REPEATED_CHARS, DEFAULT_MAX_REPEATS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,6 +138,12 @@ KEYS: tuple[Key, ...] = (
         "Budget of model calls. Unset: none."),
     Key(PROFILE_SECTION, "cycle_repeats", "threshold", 3,
         "Back-to-back repetitions of a 2-4 call sequence that make a `cycle`."),
+    Key(PROFILE_SECTION, "output_max_repeats", "threshold", DEFAULT_MAX_REPEATS,
+        "`output_repetition`: copies in a row of one chunk (a sentence, a line) or of a short cycle of chunks "
+        "that one answer may hold."),
+    Key(PROFILE_SECTION, "output_max_repeated_chars", "positive_int", DEFAULT_MAX_REPEATED_CHARS,
+        "`output_repetition`: characters of text repeating what came just before (after the first copy) that "
+        "one answer may hold."),
     Key(PROFILE_SECTION, "disabled_probes", "probe_list", [],
         f"Probes this profile does not run ({', '.join(f'`{p}`' for p in PROBE_NAMES)})."),
     Key("task_types", "<task type>", "profile_name", NO_DEFAULT,
@@ -200,6 +207,8 @@ class Profile:
     max_wall_time_s: float | None = _default(PROFILE_SECTION, "max_wall_time_s")
     max_model_calls: int | None = _default(PROFILE_SECTION, "max_model_calls")
     cycle_repeats: int = _default(PROFILE_SECTION, "cycle_repeats")
+    output_max_repeats: int = _default(PROFILE_SECTION, "output_max_repeats")
+    output_max_repeated_chars: int = _default(PROFILE_SECTION, "output_max_repeated_chars")
     disabled_probes: tuple[str, ...] = tuple(_default(PROFILE_SECTION, "disabled_probes"))
 
 
@@ -224,6 +233,7 @@ DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
     "no_progress": ("stop",),
     "budget_exceeded": ("stop",),
     "fake_completion": ("stop",),
+    "output_repetition": ("stop",),
 }
 _TOOL_KEYS = tuple(keys_in(TOOL_SECTION))
 _CLAIMS_KEYS = tuple(keys_in("claims"))  # beside the [claims.<lang>] tables

@@ -417,6 +417,28 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if due is not None:
             self._stop(session, *due)
 
+    def stop_repeating_output(self, session_id: str | None, step: Step) -> None:
+        """Enforce mode, a streamed answer that repeats itself inside a model span another
+        instrumentation owns (the Agents SDK's): judge the repetition now, before that span
+        ends, and raise :class:`AgentStopped` when the ladder says stop."""
+        session = self._session_in_context(session_id)
+        if session is None or session.enforcer is None:
+            return
+        with session.lock:
+            if session.ended:
+                return
+            raised = session.judge.observe_early(A.OUTPUT_REPETITION_PROBE, step)
+            for alert in raised:
+                session.enforcer.on_alert(alert)
+            if session.span_open():
+                for alert in raised:
+                    session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
+            else:
+                session.pending_alerts.extend(raised)
+        for alert in raised:
+            self._metrics.stall(alert, session.judge.profile.name)
+        self.after_model_call(session.session_id)
+
     def request_interrupt(self, session_id: str, reason: str) -> bool:
         session = self._store.get(session_id)
         if session is None or session.enforcer is None:
@@ -577,6 +599,8 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     }
     if alert.budget_kind:
         attributes[A.BUDGET_KIND] = alert.budget_kind
+    if alert.offsets is not None:
+        attributes[A.REPETITION_OFFSETS] = list(alert.offsets)
     return attributes
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,12 @@ from typing import Any
 from otel_agentguard.history import history_problems
 
 _ids = itertools.count(1)
+STREAM_PIECE_CHARS = 12  # text per streamed delta, as real models send a few tokens at a time
+
+
+def _pieces(text: str) -> Iterator[str]:
+    for start in range(0, len(text), STREAM_PIECE_CHARS):
+        yield text[start:start + STREAM_PIECE_CHARS]
 
 
 def _next_id(prefix: str) -> str:
@@ -56,6 +63,15 @@ class Turn:
     @classmethod
     def answer(cls, text: str, **usage: int) -> Turn:
         return cls(text=text, **usage)
+
+    @classmethod
+    def chant(cls, prefix: str, unit: str, copies: int, **usage: int) -> Turn:
+        """An answer that starts well and then repeats ``unit`` until ``max_tokens`` (a looping model).
+
+        ``unit`` may hold ``{n}``, replaced by the copy's number (a counter that changes).
+        """
+        body = "".join(unit.replace("{n}", str(n)) for n in range(1, copies + 1))
+        return cls(text=prefix + body, **usage)
 
     @classmethod
     def call(cls, name: str, /, **arguments: Any) -> Turn:
@@ -105,7 +121,9 @@ class ScriptedModelServer:
         self.requests: list[Request] = []
         self.rejected: list[tuple[Request, list[str]]] = []  # what a real provider would refuse, and why
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self.dropped_connections = 0  # clients that closed the connection before reading everything
+        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.on_drop = self._dropped
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -143,12 +161,28 @@ class ScriptedModelServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _dropped(self) -> None:
+        with self._lock:
+            self.dropped_connections += 1
+
     def _answer(self, request: Request) -> Turn:
         with self._lock:
             self.requests.append(request)
         turn = self.script(request)
         calls = tuple(c if c.call_id else ToolCall(c.name, c.arguments, _next_id("call")) for c in turn.tool_calls)
         return Turn(turn.text, calls, turn.input_tokens, turn.output_tokens)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-stream (a closed stream) is counted, not printed as an error."""
+
+    on_drop: Callable[[], None] = staticmethod(lambda: None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            self.on_drop()
+            return
+        super().handle_error(request, client_address)
 
 
 # --- wire formats ------------------------------------------------------------------------------
@@ -180,8 +214,8 @@ def _chat_chunks(turn: Turn, model: str, include_usage: bool) -> Iterator[dict[s
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
-    for start in range(0, len(turn.text), 12):
-        yield chunk({"content": turn.text[start:start + 12]})
+    for piece in _pieces(turn.text):
+        yield chunk({"content": piece})
     for index, call in enumerate(turn.tool_calls):
         arguments = json.dumps(call.arguments)
         yield chunk({"tool_calls": [{"index": index, "id": call.call_id, "type": "function",
@@ -228,10 +262,12 @@ def _response_events(turn: Turn, model: str) -> Iterator[tuple[str, dict[str, An
                                              "output_index": index, "item": item}
         sequence += 1
         if item["type"] == "message":
-            yield "response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": sequence,
-                                                 "item_id": item["id"], "output_index": index, "content_index": 0,
-                                                 "delta": turn.text, "logprobs": []}
-            sequence += 1
+            for piece in _pieces(turn.text):
+                yield "response.output_text.delta", {"type": "response.output_text.delta",
+                                                     "sequence_number": sequence, "item_id": item["id"],
+                                                     "output_index": index, "content_index": 0,
+                                                     "delta": piece, "logprobs": []}
+                sequence += 1
         yield "response.output_item.done", {"type": "response.output_item.done", "sequence_number": sequence,
                                             "output_index": index, "item": item}
         sequence += 1
@@ -266,8 +302,9 @@ def _message_events(turn: Turn, model: str) -> Iterator[tuple[str, dict[str, Any
         if block["type"] == "text":
             yield "content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "text", "text": ""}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "text_delta", "text": block["text"]}}
+            for piece in _pieces(block["text"]):
+                yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                              "delta": {"type": "text_delta", "text": piece}}
         else:
             yield "content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {**block, "input": {}}}

@@ -22,6 +22,7 @@ from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
+from otel_agentguard.repetition import RepetitionSummary, summarize
 
 TOOL = "tool"
 MODEL = "model"
@@ -62,6 +63,7 @@ class Step:
     claim_clause: int | None = None
     cost_usd: float | None = None  # set when a source states the cost; else priced from tokens
     label: str | None = None  # a human step id from a trajectory file ("s03")
+    output_repetition: RepetitionSummary | None = None  # model steps: how the answer repeats itself
 
     @property
     def tokens(self) -> int:
@@ -195,6 +197,7 @@ def _model_step(
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
     claims: tuple[str, ...] = ()
     claim_rule = claim_clause = None
+    repetition = _output_repetition(attrs, policy, messages)
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
         if stated is not None:
@@ -223,7 +226,23 @@ def _model_step(
         claims=claims,
         claim_rule=claim_rule if claims else None,
         claim_clause=claim_clause if claims else None,
+        output_repetition=repetition,
     )
+
+
+def _output_repetition(attrs: Mapping[str, Any], policy: Policy, messages: list[Any] | None) -> RepetitionSummary | None:
+    """Our recorded summary, else one computed from captured answer text (a foreign span, or a
+    replay without the summary) with the default profile's thresholds."""
+    recorded = attrs.get(A.OUTPUT_REPETITION)
+    if recorded is not None:
+        return RepetitionSummary.from_attribute(recorded)
+    if messages is None:
+        messages = _output_messages(attrs)
+    text = _answer_text(attrs, messages)
+    if not text:
+        return None
+    profile = policy.resolve_profile()
+    return summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
 
 
 # --- small readers, each forgiving of what foreign spans put there -------------------

@@ -27,6 +27,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.judge import Verdict
 from otel_agentguard.policy import Policy
 from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.repetition import summarize
 from otel_agentguard.session import session as _session
 
 
@@ -115,8 +116,13 @@ def record_model_call(
     tool_calls: int = 0,
     final_claims: tuple[str, ...] | None = None,
     finish_reason: str | None = None,
+    answer: str | None = None,
 ) -> None:
-    """Emit one ``chat`` span: a final answer when ``tool_calls`` is 0, else a tool-calling turn."""
+    """Emit one ``chat`` span: a final answer when ``tool_calls`` is 0, else a tool-calling turn.
+
+    ``answer``: the answer's text, checked for repetition as the instrumentations check it
+    (``agentguard.output.repetition``); the text itself goes on no span.
+    """
     reason = finish_reason or ("tool_calls" if tool_calls else "stop")
     attributes: dict[str, Any] = {
         A.GEN_AI_OPERATION_NAME: "chat",
@@ -129,5 +135,7 @@ def record_model_call(
     }
     if final_claims is not None:
         attributes[A.FINAL_CLAIMS] = list(final_claims)
+    if answer is not None:
+        attributes[A.OUTPUT_REPETITION] = summarize(answer).attribute
     with tracer.start_as_current_span(f"chat {model}", attributes=attributes):
         pass

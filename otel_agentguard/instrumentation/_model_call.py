@@ -25,10 +25,13 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges
 from otel_agentguard import attributes as A
+from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import after_model_call
-from otel_agentguard.steps import FINAL_FINISH_REASONS
+from otel_agentguard.enforcement import after_model_call, cuts_repeating_output, stop_repeating_output
+from otel_agentguard.errors import AgentStopped
+from otel_agentguard.repetition import RepetitionMonitor
+from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
 
@@ -45,14 +48,49 @@ class ModelResult:
     tool_calls: int = 0
     tool_call_ids: list[str] = field(default_factory=list)  # as far as the response names them
     text: str = ""
+    # The answer's repetition check, fed with every piece of text as it arrives (unbounded
+    # text, bounded memory); None until the first text, or when the probe is disabled.
+    repetition: RepetitionMonitor | None = field(default=None, repr=False, compare=False)
+    _feeds_repetition: bool = field(default=True, repr=False, compare=False)
 
     def add_text(self, piece: str | None) -> None:
-        if piece and len(self.text) < _MAX_TEXT_CHARS:
+        if not piece:
+            return
+        if len(self.text) < _MAX_TEXT_CHARS:
             self.text += piece[: _MAX_TEXT_CHARS - len(self.text)]
+        if not self._feeds_repetition:
+            return
+        try:
+            monitor = self.repetition
+            if monitor is None:
+                monitor = self.repetition = _new_monitor()
+                if monitor is None:
+                    self._feeds_repetition = False
+                    return
+            monitor.feed(piece)
+        except Exception as exc:  # deliberate: the check is lost for this answer, the call goes on
+            _internal_errors.report("model_call.repetition", exc)
+            self.repetition, self._feeds_repetition = None, False
+
+    def adopt_repetition(self, other: ModelResult) -> None:
+        """Keep the check that saw the streamed text when a stream's last event rebuilds the result."""
+        self.repetition = other.repetition
+        self._feeds_repetition = False
 
     @property
     def final(self) -> bool:
         return self.tool_calls == 0 and any(r.lower() in FINAL_FINISH_REASONS for r in self.finish_reasons)
+
+
+def _new_monitor() -> RepetitionMonitor | None:
+    """A repetition check with the thresholds of the session in context (its profile)."""
+    session = current_session()
+    profile = active_policy().resolve_profile(
+        session.profile if session else None, session.task_type if session else None
+    )
+    if A.OUTPUT_REPETITION_PROBE in profile.disabled_probes:
+        return None
+    return RepetitionMonitor(profile.output_max_repeats, profile.output_max_repeated_chars)
 
 
 def is_model_span(span: Any) -> bool:
@@ -63,13 +101,14 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "result", "_done")
+    __slots__ = ("span", "owned", "result", "_done", "_cut_checked")
 
     def __init__(self, span: Span, owned: bool):
         self.span = span
         self.owned = owned
         self.result: ModelResult | None = None
         self._done = False
+        self._cut_checked = False
 
     def after(self, session_id: str | None = None) -> None:
         """Enforce mode, once the call has finished: raise :class:`AgentStopped` when the
@@ -141,6 +180,54 @@ class ModelCall:
             self.finish(None, exc)
             raise
 
+    def repetition_check(self, result_of: Callable[[], ModelResult]) -> Callable[[], None]:
+        """For a stream: a check to run after each chunk, which stops the call at a repetition alert.
+
+        In enforce mode (with ``output_repetition``'s ladder starting at ``stop``) our
+        call ends at once, so the judge sees the partial answer and its alert; inside a
+        model span another instrumentation owns, the summary goes on that span and the
+        guard judges it at once. Either way :class:`~otel_agentguard.AgentStopped` is
+        raised with ``partial_text_chars``, the characters of answer text the
+        application received before the stop. A partial answer with no tool call is a
+        safe cut point. In observe mode nothing happens here: the summary goes on the
+        span when the stream ends, and the stream goes on.
+        """
+        delivered = 0
+
+        def check() -> None:
+            nonlocal delivered
+            result = result_of()
+            monitor = result.repetition
+            if monitor is None:
+                return
+            if monitor.finding is None or self._cut_checked:
+                delivered = monitor.chars
+                return
+            self._cut_checked = True
+            if result.tool_calls or not cuts_repeating_output():
+                return
+            attributes = getattr(self.span, "attributes", None) or {}
+            session_id = attributes.get(A.SESSION_ID)
+            try:
+                if self.owned:
+                    self.finish(result)  # the step is judged now, with the alert that stops it
+                    after_model_call(session_id)
+                else:
+                    # The span is another instrumentation's and ends later: record the summary on
+                    # it, and have the guard judge the repetition now.
+                    summary = monitor.summary()
+                    self.span.set_attribute(A.OUTPUT_REPETITION, summary.attribute)
+                    sequence = attributes.get(A.SEQUENCE)
+                    stop_repeating_output(session_id, Step(
+                        str(session_id or ""), sequence if type(sequence) is int else 0, MODEL,
+                        result.response_model or "", output_repetition=summary,
+                    ))
+            except AgentStopped as stopped:
+                stopped.breakpoint["partial_text_chars"] = delivered
+                raise
+
+        return check
+
     def finish(self, result: ModelResult | None, error: BaseException | None = None) -> None:
         """Record the outcome and end our span. Idempotent: streams may end several ways."""
         if self._done:
@@ -184,6 +271,8 @@ def response_attributes(result: ModelResult) -> dict[str, Any]:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule
             if verdict.clause is not None:
                 attributes[A.FINAL_CLAIM_CLAUSE] = verdict.clause
+    if result.repetition is not None:
+        attributes[A.OUTPUT_REPETITION] = result.repetition.summary().attribute
     if capture_content():
         attributes[A.GEN_AI_OUTPUT_MESSAGES] = _json([{
             "role": "assistant",

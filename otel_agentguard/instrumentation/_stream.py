@@ -5,6 +5,10 @@ method the application uses still works. The call ends on exhaustion, on an
 error while iterating, on ``close()``, on leaving a ``with`` block, or when the
 stream is garbage-collected unfinished, whichever comes first, and the
 application's own errors pass through untouched.
+
+An optional ``check`` runs after each chunk and may raise
+:class:`~otel_agentguard.AgentStopped` (enforce mode, an answer that repeats
+itself): the provider's stream is then closed and the chunk is not delivered.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import wrapt
 
 from otel_agentguard import _internal_errors
+from otel_agentguard.errors import AgentStopped
 
 
 class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
@@ -24,11 +29,13 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         stream: Any,
         on_chunk: Callable[[Any], None],
         on_done: Callable[[BaseException | None], None],
+        check: Callable[[], None] | None = None,
         on_exhausted: Callable[[], None] | None = None,
     ):
         super().__init__(stream)
         self._self_on_chunk = on_chunk
         self._self_on_done = on_done
+        self._self_check = check
         # Enforce mode: runs once the whole answer was read and judged, and may raise
         # AgentStopped (a refused answer) in place of the end of the stream.
         self._self_on_exhausted = on_exhausted
@@ -46,6 +53,17 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         self._self_finish(None)
         if first and self._self_on_exhausted is not None:
             self._self_on_exhausted()
+
+    def _self_stop_due(self) -> AgentStopped | None:
+        """Run the check; the stop it raised, if any (anything else is the guard's loss only)."""
+        try:
+            self._self_check()  # type: ignore[misc]
+        except AgentStopped as stopped:
+            self._self_finish(None)  # the check already ended the call with what it saw
+            return stopped
+        except Exception as exc:  # deliberate
+            _internal_errors.report("stream.check", exc)
+        return None
 
     def _self_finish(self, error: BaseException | None) -> None:
         if self._self_done:
@@ -70,6 +88,14 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_finish(exc)
             raise
         self._self_chunk(chunk)
+        if self._self_check is not None:
+            stopped = self._self_stop_due()
+            if stopped is not None:
+                try:
+                    self.__wrapped__.close()
+                except Exception as exc:  # deliberate: the stop matters more than a clean close
+                    _internal_errors.report("stream.close", exc)
+                raise stopped
         return chunk
 
     def __enter__(self) -> StreamProxy:
@@ -119,6 +145,17 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_finish(exc)
             raise
         self._self_chunk(chunk)
+        if self._self_check is not None:
+            stopped = self._self_stop_due()
+            if stopped is not None:
+                try:
+                    closing = getattr(self.__wrapped__, "aclose", None) or self.__wrapped__.close
+                    result = closing()
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as exc:  # deliberate
+                    _internal_errors.report("stream.close", exc)
+                raise stopped
         return chunk
 
     async def __aenter__(self) -> StreamProxy:

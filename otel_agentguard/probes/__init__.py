@@ -27,6 +27,7 @@ class Alert:
     detail: str
     disposal: str
     budget_kind: str | None = None
+    offsets: tuple[int, int] | None = None  # output_repetition: first and triggering repetition, in characters
 
 
 class SessionTotals:
@@ -85,6 +86,7 @@ def all_probes() -> tuple[ProbeFactory, ...]:
     from otel_agentguard.probes.error_streak import ErrorStreak
     from otel_agentguard.probes.fake_completion import FakeCompletion
     from otel_agentguard.probes.no_progress import NoProgress
+    from otel_agentguard.probes.output_repetition import OutputRepetition
     from otel_agentguard.probes.tool_loop import ToolLoop
 
-    return (FakeCompletion, ToolLoop, Cycle, NoProgress, ErrorStreak, BudgetExceeded)
+    return (FakeCompletion, OutputRepetition, ToolLoop, Cycle, NoProgress, ErrorStreak, BudgetExceeded)

@@ -30,6 +30,8 @@ def alert_json(alert: Alert, verdict: Verdict) -> dict[str, Any]:
     }
     if alert.budget_kind:
         data["budget_kind"] = alert.budget_kind
+    if alert.offsets is not None:
+        data["offsets"] = list(alert.offsets)  # output_repetition: first and triggering repetition
     if verdict.labels:
         data["evidence_ids"] = [verdict.label(seq) for seq in alert.evidence]
     return data
@@ -179,7 +181,7 @@ def check_table(outcomes: Sequence[CheckOutcome], unlabelled: int) -> str:
     ]
     probe_lines = _probe_confusion(outcomes)
     if probe_lines:
-        lines += ["  probe            expected  raised  missed", *probe_lines, ""]
+        lines += ["  probe              expected  raised  missed", *probe_lines, ""]
     misses = sum(1 for o in outcomes if not o.ok)
     tail = f", {unlabelled} unlabelled (not checked)" if unlabelled else ""
     lines.append(f"{len(outcomes)} labelled sessions, {misses} misses{tail}")
@@ -194,7 +196,7 @@ def _probe_confusion(outcomes: Sequence[CheckOutcome]) -> list[str]:
         if not expected and not raised:
             continue
         missed = sum(1 for o in expected if probe in o.missing)
-        lines.append(f"  {probe:<16} {len(expected):>8}  {raised:>6}  {missed:>6}")
+        lines.append(f"  {probe:<18} {len(expected):>8}  {raised:>6}  {missed:>6}")
     return lines
 
 

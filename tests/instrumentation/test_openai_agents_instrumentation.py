@@ -632,3 +632,62 @@ def test_enforce_mode_answers_a_repeated_function_tool_call_itself(user_processo
     assert server.rejected == []
     tools = [s for s in by_operation(tracing, "execute_tool") if s.attributes.get(A.INTERVENTION)]
     assert [s.attributes[A.INTERVENTION] for s in tools] == ["tool_loop", "tool_loop"]
+
+
+# --- output repetition: a streamed answer that chants -----------------------------------------------
+CHANT_PREFIX = ("Order A1 left the warehouse on Monday and reached the regional depot on Tuesday. The carrier "
+                "reports a delay at the depot because a customs document is missing. The parcel should move "
+                "again within a day and reach you by Friday. If it has not moved by Thursday evening, please "
+                "write to us again with the order number.\n\n"
+                "Deliveries in your area usually take two to three working days from the depot. The driver "
+                "will ring before arriving, and if nobody is at home the parcel goes to the nearest pickup "
+                "point, where it waits for ten days. You can also change the delivery day on the carrier's "
+                "site with the tracking number from your confirmation email.\n\n")
+CHANT = Turn.chant(CHANT_PREFIX, "Let me check the status of order A1 once more. ", copies=200)
+
+
+@pytest.mark.parametrize("mode", ["observe", "enforce"])
+def test_a_chanting_streamed_answer_through_agentguard_openai(user_processor, mode):
+    """The SDK's model span is current during its OpenAI stream, which agentguard_openai checks chunk by
+    chunk: observe mode records the alert, enforce mode stops the run inside the stream."""
+    from otel_agentguard import AgentStopped
+    from otel_agentguard.repetition import RepetitionSummary
+
+    openai_instrumentation = pytest.importorskip("otel_agentguard.instrumentation.openai")
+    received: list[str] = []
+    stopped = None
+
+    async def run(agent):
+        streamed = Runner.run_streamed(agent, "Where is order A1?", run_config=RunConfig(group_id="r"))
+        async for event in streamed.stream_events():
+            if event.type == "raw_response_event" and getattr(event.data, "type", "") == "response.output_text.delta":
+                received.append(event.data.delta)
+
+    with GuardedTracing(mode=mode) as tracing:
+        instrumentors = [OpenAIAgentsInstrumentor(), openai_instrumentation.OpenAIInstrumentor()]
+        for instrumentor in instrumentors:
+            instrumentor.instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            with ScriptedModelServer(turns(CHANT)) as server:
+                try:
+                    asyncio.run(run(make_agent(server, tools=())))
+                except AgentStopped as exc:
+                    stopped = exc
+        finally:
+            for instrumentor in instrumentors:
+                instrumentor.uninstrument()
+    (model,) = by_operation(tracing, "chat")
+    summary = RepetitionSummary.from_attribute(model.attributes[A.OUTPUT_REPETITION])
+    session = tracing.session_span("r")
+    assert session.attributes[A.STOP_REASON] == A.OUTPUT_REPETITION_PROBE
+    assert [s[A.PROBE] for s in stalls(session)] == [A.OUTPUT_REPETITION_PROBE]
+    assert stalls(session)[0][A.EVIDENCE] == (model.attributes[A.SEQUENCE],)
+    onset = len(CHANT_PREFIX) + len("Let me check the status of order A1 once more. ")
+    assert summary.finding is not None and summary.finding.end_offset <= 1.3 * onset
+    text = "".join(received)
+    if mode == "observe":
+        assert stopped is None and text == CHANT.text
+    else:
+        assert stopped is not None and stopped.stop_reason == A.OUTPUT_REPETITION_PROBE
+        assert stopped.breakpoint["partial_text_chars"] == len(text) < summary.finding.end_offset
+        assert session.attributes[A.ENFORCED] is True

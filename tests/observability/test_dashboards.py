@@ -188,3 +188,14 @@ def test_provisioned_dashboards_provider():
     for path in files:
         for provider in load_yaml(path)["providers"]:
             assert provider["type"] == "file" and provider["options"]["path"]
+
+
+def test_the_stalled_share_counts_every_probe(dashboard):
+    """A probe added to the guard must show up in the share of stalled sessions."""
+    panels = {panel.get("title"): panel for panel in _panels(dashboard)}
+    expr = panels["Stalled share"]["targets"][0]["expr"]
+    matcher = re.search(r'agentguard_stop_reason=~\\?"([^"\\]+)\\?"', expr)
+    assert matcher, expr
+    assert set(matcher.group(1).split("|")) == set(A.PROBE_NAMES)
+    for probe in A.PROBE_NAMES:
+        assert probe in panels["Stalled share"]["description"]

@@ -32,7 +32,8 @@ StartCall = Callable[[], "ModelCall | None"]
 def observe_stream(stream: Any, call: ModelCall) -> Any:
     """Proxy a ``stream=True`` return (``Stream`` / ``AsyncStream``) so it ends ``call`` itself."""
     events = MessageEvents()
-    return StreamProxy(stream, events.add, lambda error: call.finish(events.result, error), on_exhausted=call.after)
+    return StreamProxy(stream, events.add, lambda error: call.finish(events.result, error),
+                       call.repetition_check(lambda: events.result), on_exhausted=call.after)
 
 
 def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEvents:
@@ -41,6 +42,7 @@ def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEven
     try:
         raw = message_stream._raw_stream
         message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error),
+                                                 call.repetition_check(lambda: events.result),
                                                  on_exhausted=call.after)
     except Exception as exc:  # deliberate: an SDK whose MessageStream keeps its events elsewhere
         # End the span now rather than never; the application's stream is untouched.

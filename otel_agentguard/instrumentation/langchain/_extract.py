@@ -223,6 +223,11 @@ class StreamAccumulator:
         if metadata.get("token_usage") or metadata.get("usage"):
             self._reported_usage = metadata
 
+    def partial(self) -> ModelResult:
+        """The result so far, as it is (for checks while the stream runs)."""
+        self._result.tool_calls = len(self._tool_calls) + self._whole_tool_calls
+        return self._result
+
     def result(self) -> ModelResult:
         self._result.tool_calls = len(self._tool_calls) + self._whole_tool_calls
         if not self._usage_seen:

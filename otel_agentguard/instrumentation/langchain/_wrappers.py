@@ -322,6 +322,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
             yield from wrapped(*args, **kwargs)
             return
         accumulator = _extract.StreamAccumulator()
+        check = call.repetition_check(accumulator.partial)
         error: BaseException | None = None
         finished = False
         chunks = wrapped(*args, **kwargs)
@@ -333,6 +334,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                     except StopIteration:
                         break
                 _add(accumulator, chunk)
+                _check(check)  # enforce mode: raises AgentStopped on an answer that repeats itself
                 yield chunk
             _finish(call, accumulator.result, None)
             finished = True
@@ -371,6 +373,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 yield chunk
             return
         accumulator = _extract.StreamAccumulator()
+        check = call.repetition_check(accumulator.partial)
         error: BaseException | None = None
         finished = False
         try:
@@ -381,6 +384,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                     except StopAsyncIteration:
                         break
                 _add(accumulator, chunk)
+                _check(check)
                 yield chunk
             _finish(call, accumulator.result, None)
             finished = True
@@ -405,3 +409,12 @@ def _add(accumulator: _extract.StreamAccumulator, chunk: Any) -> None:
         accumulator.add(chunk)
     except Exception as exc:  # deliberate: a chunk we cannot read is the guard's loss only
         _internal_errors.report("langchain.chat.chunk", exc)
+
+
+def _check(check: Callable[[], None]) -> None:
+    try:
+        check()
+    except AgentStopped:
+        raise
+    except Exception as exc:  # deliberate: the guard's loss only
+        _internal_errors.report("langchain.chat.check", exc)

@@ -57,9 +57,15 @@ class ChatChunks:
         result.tool_calls = len(self._tool_calls)
 
 
-def response(resp: Any) -> ModelResult:
-    """A Responses API ``Response``: function calls are tool calls; status maps to a finish reason."""
+def response(resp: Any, checked: ModelResult | None = None) -> ModelResult:
+    """A Responses API ``Response``: function calls are tool calls; status maps to a finish reason.
+
+    ``checked``: the result its stream's text deltas went to; its repetition check is kept,
+    not run a second time over the same text.
+    """
     result = ModelResult(response_model=getattr(resp, "model", None), response_id=getattr(resp, "id", None))
+    if checked is not None and checked.repetition is not None:
+        result.adopt_repetition(checked)
     _usage(result, getattr(resp, "usage", None), "input_tokens", "output_tokens")
     for item in getattr(resp, "output", None) or ():
         kind = getattr(item, "type", None)
@@ -90,8 +96,12 @@ class ResponseEvents:
         self.result = ModelResult()
 
     def add(self, event: Any) -> None:
-        if getattr(event, "type", None) in self._TERMINAL:
-            self.result = response(getattr(event, "response", None))
+        kind = getattr(event, "type", None)
+        if kind == "response.output_text.delta":
+            self.result.add_text(getattr(event, "delta", None))  # the repetition check runs as text arrives
+        elif kind in self._TERMINAL:
+            streamed = self.result
+            self.result = response(getattr(event, "response", None), checked=streamed)
 
 
 def _usage(result: ModelResult, usage: Any, input_name: str, output_name: str) -> None:

@@ -107,7 +107,7 @@ def _is_legacy_response(returned: Any) -> bool:
 def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
     accumulator = api.accumulator()
     return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error),
-                       on_exhausted=call.after)
+                       call.repetition_check(lambda: accumulator.result), on_exhausted=call.after)
 
 
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
