@@ -87,10 +87,10 @@ def run(report: Report, repeats: int, quick: bool) -> None:
 
         samples = interleave({"checked": checked, "accumulated": accumulated,
                               "sdk": lambda: _sdk_decode(500 if quick else 2000)}, repeats)
-        report.add("7 repetition", f"{label} answers: check per chunk", samples["checked"], "us")
-        report.add("7 repetition", f"{label} answers: only accumulating", samples["accumulated"], "us")
-        report.add("7 repetition", f"openai SDK: decode one chat chunk (beside {label})", samples["sdk"], "us")
-        report.add("7 repetition", f"{label} answers: check / SDK decode",
+        report.add("repetition", f"{label} answers: check per chunk", samples["checked"], "us")
+        report.add("repetition", f"{label} answers: only accumulating", samples["accumulated"], "us")
+        report.add("repetition", f"openai SDK: decode one chat chunk (beside {label})", samples["sdk"], "us")
+        report.add("repetition", f"{label} answers: check / SDK decode",
                    per_repeat(samples["checked"], samples["sdk"], lambda a, b: a / b), "x",
                    f"<= {SHARE:g}", lambda m: m <= SHARE)
 
@@ -100,7 +100,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         short, long = _deltas(text[:small]), _deltas(text)
         samples = interleave({"short": lambda d=short: _checked(d), "long": lambda d=long: _checked(d)},
                              max(repeats, 3))
-        report.add("7 repetition", f"{name}: per chunk, {large // 1000} KB / {small // 1000} KB",
+        report.add("repetition", f"{name}: per chunk, {large // 1000} KB / {small // 1000} KB",
                    per_repeat(samples["long"], samples["short"], lambda a, b: a / b), "x",
                    f"<= {FLAT:g} (flat)", lambda m: m <= FLAT)
         tracemalloc.start()
@@ -109,5 +109,5 @@ def run(report: Report, repeats: int, quick: bool) -> None:
             monitor.feed(delta)
         held, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        report.add("7 repetition", f"{name}: memory held after {large // 1000} KB", [held / 1024], "KiB",
+        report.add("repetition", f"{name}: memory held after {large // 1000} KB", [held / 1024], "KiB",
                    "<= 8 KiB", lambda m: m <= 8)

@@ -97,5 +97,5 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         peaks.append(peak)
         progress(f"yaml: repeat {index + 1}: {elapsed:.1f} s, peak RSS {peak:,.0f} MiB, exit {status}")
     label = f"agentguard check, {size / 1e6:.0f} MB YAML trajectory, one core"
-    report.add("7 yaml", label + ": wall time", seconds, "s", "< 30", lambda m: m < 30)
-    report.add("7 yaml", label + ": peak RSS", peaks, "MiB", "< 1,024", lambda m: m < 1024)
+    report.add("yaml", label + ": wall time", seconds, "s", "< 30", lambda m: m < 30)
+    report.add("yaml", label + ": peak RSS", peaks, "MiB", "< 1,024", lambda m: m < 1024)
