@@ -221,7 +221,7 @@ def test_policy_keys_have_defaults_and_are_validated():
     assert (profile["default"].output_max_repeats, profile["default"].output_max_repeated_chars) == (5, 400)
     assert (profile["poetry"].output_max_repeats, profile["poetry"].output_max_repeated_chars) == (8, 400)
     assert (Profile().output_max_repeats, Profile().output_max_repeated_chars) == (3, 240)
-    with pytest.raises(PolicyError, match=r"<policy>:2: profiles.default.output_max_repeats: expected an integer of at least 2"):
+    with pytest.raises(PolicyError, match=r"<policy>:2: profiles.default.output_max_repeats: expected an integer from 2 to"):
         parse_policy("[profiles.default]\noutput_max_repeats = 1\n")
     with pytest.raises(PolicyError, match="output_max_repeated_chars: expected a positive integer"):
         parse_policy("[profiles.default]\noutput_max_repeated_chars = 0\n")
