@@ -196,7 +196,7 @@ def test_replay_progress_bar_only_on_a_terminal_and_only_on_stderr(tmp_path: Any
 
     terminal = Terminal()
     monkeypatch.setattr(cli.sys, "stderr", terminal)
-    assert cli.run(["replay", "--format", "json", "--compact", str(trace)]) == 0
+    assert cli.run(["replay", "--format", "json", "--compact", "--allow-empty", str(trace)]) == 0
     assert json.loads(capsys.readouterr().out) == {"sessions": []}  # stdout holds only the result
     assert "reading [" in terminal.getvalue() and "100%" in terminal.getvalue()
     monkeypatch.setattr(cli._ProgressBar, "MIN_BYTES", 1 << 40)

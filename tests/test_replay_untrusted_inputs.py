@@ -412,3 +412,11 @@ def test_one_line_json_trajectory_names_its_policy_relative_to_itself(tmp_path, 
     code, out, err = _run(capsys, "replay", str(suite), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["sessions"][0]["policy_version"] == "one-line"
+
+
+def test_yaml_integer_of_5000_digits_is_one_line_naming_its_line(tmp_path, capsys):
+    path = tmp_path / "trajectory.yaml"
+    path.write_text("steps:\n  - {tool: t, args: {}, result: 1}\n  - {tool: t, args: {n: %s}}\n" % ("7" * 5000),
+                    encoding="utf-8")
+    message = _one_line_error(capsys, "replay", str(path))
+    assert f"{path}:3:" in message and "more than 4,300 digits" in message and "sys." not in message

@@ -115,6 +115,8 @@ def _build(loader: Any, path: str, yaml: Any) -> Any:
                 except (ValueError, OverflowError, TypeError, yaml.YAMLError) as exc:
                     # a scalar the safe constructors refuse: 2001-02-30, an integer of 5,000 digits
                     reason = getattr(exc, "problem", None) or str(exc).splitlines()[0][:120]
+                    if "digits" in reason:  # Python's own wording names a setting the user cannot change
+                        reason = "an integer of more than 4,300 digits"
                     raise InputError(path, f"invalid YAML value {_short(event.value)}: {reason}", _line(event)) from None
             else:
                 raise InputError(path, f"YAML tag {tag} is not allowed (plain data only)", _line(event))

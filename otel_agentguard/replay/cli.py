@@ -62,14 +62,22 @@ def _check_profile(policy: Policy, name: str | None, option: str) -> None:
 
 
 def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
-    documents: dict[str, Any] = {}  # trajectory documents parsed while looking for a policy
-    policy = _policy_for(args, documents)
-    _check_profile(policy, args.profile, "--profile")
-    bar = _ProgressBar.for_inputs(args.files)
     # Reading builds millions of small containers and frees none: the cyclic collector
     # would re-scan them all again and again (more than half the time on large files).
     collecting = gc.isenabled()
     gc.disable()
+    try:
+        return _read_and_judge(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_and_judge(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
+    documents: dict[str, Any] = {}  # trajectory documents parsed while looking for a policy
+    policy = _policy_for(args, documents)
+    _check_profile(policy, args.profile, "--profile")
+    bar = _ProgressBar.for_inputs(args.files)
     try:
         with classifier_everywhere():  # offline: the policy's claim classifier may be waited for
             sessions = read_files(args.files, policy, bar.update if bar else None, documents)
@@ -81,8 +89,6 @@ def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
                 bar.judging(len(sessions))
             judged = [(session, judge_recorded(session, policy, args.profile)) for session in sessions]
     finally:
-        if collecting:
-            gc.enable()
         if bar:
             bar.close()
     return policy, judged

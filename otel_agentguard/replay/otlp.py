@@ -28,7 +28,7 @@ _MAX_PARENT_HOPS = 256
 _MS_NS = 1_000_000
 _CLOCK_SLACK_NS = 2 * _MS_NS
 _ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
-_INT64 = (-(2**63), 2**63 - 1)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Attributes the judge reads as counts: range-checked, so a bad file is an error naming the
 # field instead of an OverflowError deep in the judge.
 _COUNT_ATTRIBUTES = (
@@ -147,8 +147,10 @@ class OTLPCollector:
         if (trace_id, span_id) in self._seen:
             return  # the same span exported twice (a retry, or one file given twice) is one span
         self._seen.add((trace_id, span_id))
-        start_ns = _unix_nano(span, "startTimeUnixNano", path, line, index)
-        end_ns = _unix_nano(span, "endTimeUnixNano", path, line, index)
+        start_ns = int(span.get("startTimeUnixNano") or 0)
+        end_ns = int(span.get("endTimeUnixNano") or 0)
+        if not (0 <= start_ns <= _ranges.MAX_UNIX_NANO and 0 <= end_ns <= _ranges.MAX_UNIX_NANO):
+            _check_times(span, path, line, index)
         status = span.get("status") or {}
         if not isinstance(status, dict):
             raise TypeError("status must be an object")  # _explain says where
@@ -313,8 +315,14 @@ def _members(parent: Any, key: str, where: str, path: str, line: int) -> Any:
 
 def _int64(value: Any) -> int:
     """An OTLP ``intValue``: an integer (or its decimal string) within int64."""
-    number = int(value) if type(value) is not int else value
-    if not _INT64[0] <= number <= _INT64[1] or isinstance(value, (bool, float)):
+    kind = type(value)
+    if kind is str:
+        number = int(value)
+    elif kind is int:
+        number = value
+    else:
+        raise TypeError("intValue must be an integer or its decimal string")
+    if not _INT64_MIN <= number <= _INT64_MAX:
         raise ValueError("intValue out of range")
     return number
 
@@ -324,26 +332,25 @@ def _span_path(index: tuple[int, int, int]) -> str:
     return "resourceSpans[{}].scopeSpans[{}].spans[{}]".format(*index)
 
 
-def _unix_nano(span: Mapping[str, Any], key: str, path: str, line: int, index: tuple[int, int, int]) -> int:
-    value = span.get(key)
-    if not value:
-        return 0
-    try:
-        number = value if type(value) is int else int(value) if isinstance(value, str) else None
-    except ValueError:
-        number = None
-    if number is None or not 0 <= number <= _ranges.MAX_UNIX_NANO:
-        raise InputError(path, f"{_span_path(index)}.{key}: expected {_ranges.UNIX_NANO.expected}, "
-                         f"got {_ranges.describe(value)}", line)
-    return number
+def _check_times(span: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
+    """Raise the error for a span time out of range (or not an integer at all)."""
+    for key in ("startTimeUnixNano", "endTimeUnixNano"):
+        value = span.get(key) or 0
+        try:
+            number = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None or not 0 <= number <= _ranges.MAX_UNIX_NANO:
+            raise InputError(path, f"{_span_path(index)}.{key}: expected {_ranges.UNIX_NANO.expected}, "
+                             f"got {_ranges.describe(value)}", line)
 
 
 def _check_counts(attrs: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
     """The counts the judge reads, when they are numbers (or numeric strings), must be in range."""
     for key in _COUNT_ATTRIBUTES:
         value = attrs.get(key)
-        if value is None or isinstance(value, bool):
-            continue
+        if value is None or (type(value) is int and 0 <= value <= _ranges.MAX_COUNT) or isinstance(value, bool):
+            continue  # the usual cases first: absent, or a count in range
         number = value
         if isinstance(value, str):
             try:
@@ -363,6 +370,14 @@ def _explain(span: Any, where: str) -> str | None:
         value = span.get(key)
         if value is not None and not isinstance(value, str):
             return f"{where}.{key} must be a string, got {_json_type(value)}"
+    for key in ("startTimeUnixNano", "endTimeUnixNano"):
+        value = span.get(key) or 0
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            return f"{where}.{key}: expected {_ranges.UNIX_NANO.expected}, got {_ranges.describe(value)}"
+        try:
+            int(value)
+        except ValueError:
+            return f"{where}.{key}: expected {_ranges.UNIX_NANO.expected}, got {_ranges.describe(value)}"
     status = span.get("status")
     if status is not None and not isinstance(status, dict):
         return f"{where}.status must be an object, got {_json_type(status)}"

@@ -36,7 +36,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 _LONG_INTEGER = re.compile(rb":[ ]?(?:[0-9]{20}|-[0-9]{19})")
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a whole-file JSON document; line formats stream instead
-# A YAML document: parsing it costs about 0.7 s and 13 MB per MB on one core (bench/ section 7).
+# A YAML document: reading it costs about half a second to a second and 13 MB of memory per MB
+# on one core (bench/ section 7).
 MAX_YAML_BYTES = 32 << 20
 MAX_LINE_BYTES = 64 << 20
 _YAML_SUFFIXES = (".yaml", ".yml")
