@@ -345,12 +345,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                         session.enforcer.on_alert(alert)
                 raised.extend(found)
                 final = final or step.final
-            if session.span_open():
-                # Under the session's lock: _end cannot end the span between check and write.
-                for alert in raised:
-                    session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
-            else:
-                session.pending_alerts.extend(raised)
+            self._record_alerts(session, raised)
         for alert in raised:
             self._metrics.stall(alert, session.judge.profile.name)
         if final and session.session_span is None and not self._stop_pending(session):
@@ -358,6 +353,16 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # the guard is about to refuse that answer: the stop ends it then).
             if self._store.pop(session.session_id) is session:
                 self._end(session)
+
+    @staticmethod
+    def _record_alerts(session: _Session, raised: list[Alert]) -> None:
+        """Alerts as events on the open session span, else kept for the verdict span.
+        Called under the session's lock: _end cannot end the span between check and write."""
+        if session.span_open():
+            for alert in raised:
+                session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
+        else:
+            session.pending_alerts.extend(raised)
 
     # --- enforcement: asked by the wrappers right before (and after) a call ---------------------
     def before_tool_call(self, args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
@@ -430,11 +435,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             raised = session.judge.observe_early(A.OUTPUT_REPETITION_PROBE, step)
             for alert in raised:
                 session.enforcer.on_alert(alert)
-            if session.span_open():
-                for alert in raised:
-                    session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
-            else:
-                session.pending_alerts.extend(raised)
+            self._record_alerts(session, raised)
         for alert in raised:
             self._metrics.stall(alert, session.judge.profile.name)
         self.after_model_call(session.session_id)

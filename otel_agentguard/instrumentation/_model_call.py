@@ -211,7 +211,7 @@ class ModelCall:
             try:
                 if self.owned:
                     self.finish(result)  # the step is judged now, with the alert that stops it
-                    after_model_call(session_id)
+                    self.after(session_id)
                 else:
                     # The span is another instrumentation's and ends later: record the summary on
                     # it, and have the guard judge the repetition now.
