@@ -181,7 +181,7 @@ def _model_step(
         # No finish reason on the span (Pydantic AI's chat spans): the messages' own, else a
         # response of text alone is an answer.
         finish = tuple(str(m["finish_reason"]) for m in messages if isinstance(m, Mapping) and m.get("finish_reason"))
-        if not finish and not tool_calls and _answer_text(attrs, messages):
+        if not finish and not tool_calls and _has_text(messages):
             finish = ("stop",)
     final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
@@ -305,6 +305,11 @@ def _count_tool_calls(messages: list[Any]) -> int:
         1 for message in messages for part in _parts(message)
         if isinstance(part, Mapping) and part.get("type") == "tool_call"
     )
+
+
+def _has_text(messages: list[Any]) -> bool:
+    # A text part counts even without its content (recorded with content capture off).
+    return any(isinstance(part, Mapping) and part.get("type") == "text" for m in messages for part in _parts(m))
 
 
 def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:

@@ -32,6 +32,7 @@ from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.policy import Policy, parse_policy
 from otel_agentguard.processor import AgentGuardSpanProcessor
 from otel_agentguard.replay.runner import replay_files
+from otel_agentguard.replay.sources import read_files
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 
 POLICY = parse_policy('[tools.submit_refund]\neffect = "write"\n', "<foreign tests>")
@@ -96,7 +97,7 @@ def run_openai_agent(server: ScriptedModelServer) -> str:
     raise AssertionError("the agent did not stop")
 
 
-def run_pydantic_agent(scenario: Scenario, tracer_provider: TracerProvider) -> str:
+def run_pydantic_agent(scenario: Scenario, tracer_provider: TracerProvider, *, content: bool = True) -> str:
     """A Pydantic AI agent with its built-in instrumentation; the model is a FunctionModel."""
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -111,7 +112,7 @@ def run_pydantic_agent(scenario: Scenario, tracer_provider: TracerProvider) -> s
             return ModelResponse(parts=[ToolCallPart(c.name, dict(c.arguments)) for c in turn.tool_calls])
         return ModelResponse(parts=[TextPart(turn.text)])
 
-    Agent.instrument_all(InstrumentationSettings(tracer_provider=tracer_provider))
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=tracer_provider, include_content=content))
     try:
         agent = Agent(FunctionModel(model))
         for name, function in TOOLS.items():
@@ -128,11 +129,13 @@ def run_pydantic_agent(scenario: Scenario, tracer_provider: TracerProvider) -> s
 def instrumented(name: str, tracer_provider: TracerProvider) -> Iterator[None]:
     """Only the named foreign instrumentation, on ``tracer_provider``, with content capture on
     (it sets the process's environment: child processes only)."""
+    content = not name.endswith("-no-content")
+    name = name.removesuffix("-no-content")
     if name == "openai-v2":
         from opentelemetry.instrumentation import openai_v2
 
         os.environ.__setitem__("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-        os.environ.__setitem__("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+        os.environ.__setitem__("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY" if content else "NO_CONTENT")
         instrumentor: Any = openai_v2.OpenAIInstrumentor()
     elif name == "openai-v2-stable":
         from opentelemetry.instrumentation import openai_v2
@@ -145,11 +148,13 @@ def instrumented(name: str, tracer_provider: TracerProvider) -> Iterator[None]:
     elif name == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
-        os.environ.__setitem__("TRACELOOP_TRACE_CONTENT", "true")
+        os.environ.__setitem__("TRACELOOP_TRACE_CONTENT", "true" if content else "false")
         instrumentor = OpenAIInstrumentor()
     elif name == "openinference":
         from openinference.instrumentation.openai import OpenAIInstrumentor
 
+        if not content:
+            os.environ["OPENINFERENCE_HIDE_INPUTS"] = os.environ["OPENINFERENCE_HIDE_OUTPUTS"] = "true"
         instrumentor = OpenAIInstrumentor()
     elif name == "pydantic-ai":  # instrumented by the agent itself (Agent.instrument_all)
         yield
@@ -166,11 +171,11 @@ def instrumented(name: str, tracer_provider: TracerProvider) -> Iterator[None]:
 def run_scenario(instrumentation: str, scenario: Scenario, tracer_provider: TracerProvider) -> str:
     """One agent run, as a user's app makes it: inside the app's own root span (one trace per run)."""
     tracer = tracer_provider.get_tracer("my.app")
-    if instrumentation == "pydantic-ai":
+    if instrumentation.startswith("pydantic-ai"):
         with tracer.start_as_current_span("handle request"):
-            return run_pydantic_agent(scenario, tracer_provider)
+            return run_pydantic_agent(scenario, tracer_provider, content=not instrumentation.endswith("-no-content"))
     with ScriptedModelServer(turns(*scenario.turns)) as server, tracer.start_as_current_span("handle request"):
-        if instrumentation == "openinference":
+        if instrumentation.startswith("openinference"):
             from openinference.instrumentation import using_session
 
             with using_session(f"order-A1-{scenario.name}"):
@@ -200,6 +205,14 @@ def record_and_judge_live(instrumentation: str, scenario: Scenario, directory: P
     return directory / "trace.jsonl", [
         Judged(j["stop_reason"], [(a[0], a[1], tuple(a[2])) for a in j["alerts"]], j["steps"], j["tokens"])
         for j in live
+    ]
+
+
+def tool_steps(path: Path, policy: Policy = POLICY) -> list[tuple[str, str | None, str | None, bool | None]]:
+    """(name, argument fingerprint, result fingerprint, empty) of each replayed tool step."""
+    return [
+        (step.name, step.args_fingerprint, step.result_fingerprint, step.empty)
+        for session in read_files([path], policy) for step in session.steps if step.kind == "tool"
     ]
 
 

@@ -9,7 +9,9 @@ gets the same verdict, with the same alerts at the same sequence numbers.
 from __future__ import annotations
 
 import pytest
-from foreign_agents import SCENARIOS, record_and_judge_live, replay
+from foreign_agents import SCENARIOS, record_and_judge_live, replay, tool_steps
+
+from otel_agentguard.policy import parse_policy
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 pytest.importorskip("opentelemetry.instrumentation.openai")
@@ -33,6 +35,12 @@ def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scena
         probe, sequence, evidence = replayed.alerts[0]
         assert probe == "tool_loop" and len(evidence) == 3 and sequence == evidence[-1]
     assert live == [replayed]  # same verdict, alerts at the same sequence numbers
+    # each tool step knows its call (name, arguments) and what it returned (from the next call's input)
+    steps = tool_steps(trace)
+    assert [name for name, *_ in steps] == [c.name for t in wanted.turns for c in t.tool_calls]
+    assert all(args is not None and result is not None and empty is False for _, args, result, empty in steps)
+    if scenario == "loop":
+        assert len(set(steps)) == 1
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -50,3 +58,25 @@ def test_openai_v2_stable_conventions_show_model_calls_only(scenario, tmp_path):
     assert replayed.steps == 1  # the final answer; no tool call is visible
     assert replayed.tokens == len(wanted.turns) * (120 + 30)
     assert live == [replayed]
+
+
+@pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai"])
+def test_with_content_capture_off_only_counts_and_budgets_are_seen(instrumentation, tmp_path):
+    """Without content no arguments or results are on the spans: the loop cannot be told from
+    progress, but model calls, tokens, the final answer and the budgets still are."""
+    loop = SCENARIOS["loop"]
+    trace, live = record_and_judge_live(f"{instrumentation}-no-content", loop, tmp_path)
+
+    (replayed,) = replay(trace)
+    (budgeted,) = replay(trace, parse_policy("[profiles.default]\nmax_model_calls = 5\n", "<budget>"))
+
+    assert replayed.stop_reason == "completed" and replayed.alerts == []
+    assert live == [replayed]
+    assert budgeted.stop_reason == "budget_exceeded"
+    if instrumentation == "pydantic-ai":
+        # its own tool spans still name every call (no arguments): steps are counted
+        assert replayed.steps == loop.tool_steps + 1
+        assert all(args is None and result is None for _, args, result, _ in tool_steps(trace))
+    else:
+        assert replayed.steps == 1  # the final answer: no tool call can be read back
+        assert replayed.tokens == len(loop.turns) * (120 + 30)
