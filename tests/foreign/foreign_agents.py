@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.policy import Policy, parse_policy
@@ -81,8 +83,8 @@ SCENARIOS = {
 # --- the agents ---------------------------------------------------------------------------
 
 
-def run_openai_agent(server: ScriptedModelServer) -> str:
-    """A hand-written tool loop: the tools run in plain Python, no tool span anywhere."""
+def run_openai_agent(server: ScriptedModelServer, tools: dict[str, Callable[..., Any]] = TOOLS) -> str:
+    """A hand-written tool loop: the tools run in plain Python (no tool span, unless they are ``@ag.tool``)."""
     client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Please refund order A1."}]
     for _ in range(20):
@@ -92,7 +94,7 @@ def run_openai_agent(server: ScriptedModelServer) -> str:
             return message.content or ""
         messages.append(message.model_dump(exclude_none=True))
         for call in message.tool_calls:
-            result = TOOLS[call.function.name](**json.loads(call.function.arguments))
+            result = tools[call.function.name](**json.loads(call.function.arguments))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
     raise AssertionError("the agent did not stop")
 
@@ -130,7 +132,7 @@ def instrumented(name: str, tracer_provider: TracerProvider) -> Iterator[None]:
     """Only the named foreign instrumentation, on ``tracer_provider``, with content capture on
     (it sets the process's environment: child processes only)."""
     content = not name.endswith("-no-content")
-    name = name.removesuffix("-no-content")
+    name = name.removesuffix("-no-content").removesuffix("+tool-spans")
     if name == "openai-v2":
         from opentelemetry.instrumentation import openai_v2
 
@@ -180,6 +182,8 @@ def run_scenario(instrumentation: str, scenario: Scenario, tracer_provider: Trac
 
             with using_session(f"order-A1-{scenario.name}"):
                 return run_openai_agent(server)
+        if instrumentation.endswith("+tool-spans"):  # the same tools as @ag.tool spans (no call ids)
+            return run_openai_agent(server, {name: ag.tool(function) for name, function in TOOLS.items()})
         return run_openai_agent(server)
 
 
@@ -225,6 +229,7 @@ def replay(path: Path, policy: Policy = POLICY) -> list[Judged]:
 
 def _child(instrumentation: str, scenario: Scenario, directory: Path) -> None:
     provider = TracerProvider()
+    trace.set_tracer_provider(provider)  # where @ag.tool spans go
     recorder = SimpleSpanProcessor(OTLPJsonLinesSpanExporter(str(directory / "trace.jsonl")))
     provider.add_span_processor(recorder)
     exporter = InMemorySpanExporter()

@@ -20,7 +20,7 @@ pytest.importorskip("pydantic_ai")
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-@pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai"])
+@pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai", "openai-v2+tool-spans"])
 def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scenario, tmp_path):
     wanted = SCENARIOS[scenario]
     trace, live = record_and_judge_live(instrumentation, wanted, tmp_path)
@@ -28,7 +28,7 @@ def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scena
     (replayed,) = replay(trace)
 
     assert replayed.stop_reason == wanted.stop_reason
-    # every tool call is one step (derived, or Pydantic AI's own tool span), plus the answer
+    # every tool call is one step (derived, or a real tool span: Pydantic AI's, @ag.tool's), plus the answer
     assert replayed.steps == wanted.tool_steps + 1
     assert replayed.tokens > 0
     if wanted.stop_reason == "tool_loop":
