@@ -8,8 +8,11 @@ gets the same verdict, with the same alerts at the same sequence numbers.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
-from foreign_agents import SCENARIOS, record_and_judge_live, replay, tool_steps
+from foreign_agents import SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
 
 from otel_agentguard.policy import parse_policy
 
@@ -80,3 +83,23 @@ def test_with_content_capture_off_only_counts_and_budgets_are_seen(instrumentati
     else:
         assert replayed.steps == 1  # the final answer: no tool call can be read back
         assert replayed.tokens == len(loop.turns) * (120 + 30)
+
+
+LEGACY = Path(__file__).resolve().parents[1] / "data" / "foreign"
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_older_openllmetry_flattened_attributes_are_read(scenario):
+    """Recorded with OpenLLMetry 0.52.6 (``gen_ai.completion.N.tool_calls.M.*``, tool-role
+    ``gen_ai.prompt.N.*``; see the data folder's README): replay agrees with the live run."""
+    trace = LEGACY / f"openllmetry-0.52.6-{scenario}.jsonl"
+    live = json.loads((LEGACY / "openllmetry-0.52.6-live.json").read_text())[scenario]
+
+    (replayed,) = replay(trace)
+
+    assert replayed.stop_reason == SCENARIOS[scenario].stop_reason
+    assert [replayed] == [Judged(j["stop_reason"], [(a[0], a[1], tuple(a[2])) for a in j["alerts"]], j["steps"],
+                                 j["tokens"]) for j in live]
+    steps = tool_steps(trace)
+    assert len(steps) == SCENARIOS[scenario].tool_steps
+    assert all(args is not None and result is not None for _, args, result, _ in steps)
