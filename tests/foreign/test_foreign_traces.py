@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from foreign_agents import SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
+from foreign_agents import POLICY, SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
 
 from otel_agentguard.policy import parse_policy
+from otel_agentguard.replay.runner import replay_files
 
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 pytest.importorskip("opentelemetry.instrumentation.openai")
@@ -103,3 +104,18 @@ def test_older_openllmetry_flattened_attributes_are_read(scenario):
     steps = tool_steps(trace)
     assert len(steps) == SCENARIOS[scenario].tool_steps
     assert all(args is not None and result is not None for _, args, result, _ in steps)
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_traceloop_sdk_association_property_names_the_session(scenario):
+    """Recorded under the Traceloop SDK 0.52.6 with ``set_association_properties({"session_id": ...})``
+    (see the data folder's README): the property is the session, and replay agrees with the live run."""
+    trace = LEGACY / f"traceloop-{scenario}.jsonl"
+    (live,) = json.loads((LEGACY / f"traceloop-{scenario}-live.json").read_text())
+
+    ((session, verdict),) = replay_files([trace], POLICY)
+
+    assert session.session_id == live["session_id"] == f"order-A1-{scenario}"
+    assert verdict.stop_reason == live["stop_reason"] == SCENARIOS[scenario].stop_reason
+    assert [[a.probe, a.sequence, list(a.evidence)] for a in verdict.alerts] == live["alerts"]
+    assert (verdict.steps, verdict.tokens) == (live["steps"], live["tokens"])
