@@ -8,6 +8,8 @@ attributes.
 Every scenario runs in a child process (``python foreign_agents.py
 INSTRUMENTATION SCENARIO DIRECTORY``): some instrumentations leave a wrapper
 behind after ``uninstrument()``, which would leak spans into the next test.
+The child's interpreter is the one with those instrumentations installed:
+``AGENTGUARD_TEST_FOREIGN_PYTHON`` (``make test`` sets it), else this one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,20 @@ from otel_agentguard.processor import AgentGuardSpanProcessor
 from otel_agentguard.replay.runner import replay_files
 from otel_agentguard.replay.sources import read_files
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
+
+_FOREIGN_MODULES = ("opentelemetry.instrumentation.openai_v2", "opentelemetry.instrumentation.openai",
+                    "openinference.instrumentation.openai", "pydantic_ai")
+
+
+def _foreign_python() -> str | None:
+    """The interpreter that has every foreign instrumentation, or None."""
+    python = os.path.abspath(os.environ.get("AGENTGUARD_TEST_FOREIGN_PYTHON") or sys.executable)
+    probe = subprocess.run([python, "-c", "import " + ", ".join(_FOREIGN_MODULES)], capture_output=True, timeout=120)
+    return python if probe.returncode == 0 else None
+
+
+FOREIGN_PYTHON = _foreign_python() if __name__ != "__main__" else sys.executable
+MISSING = "the foreign instrumentations are not installed (make test installs them in .venv-foreign)"
 
 POLICY = parse_policy('[tools.submit_refund]\neffect = "write"\n', "<foreign tests>")
 
@@ -202,7 +218,8 @@ def record_and_judge_live(instrumentation: str, scenario: Scenario, directory: P
     """In a child process: the run traced by the foreign instrumentation alone, written as
     OTLP JSON lines; then the same run with the guard's processor on that provider, and the
     verdicts it wrote."""
-    done = subprocess.run([sys.executable, __file__, instrumentation, scenario.name, str(directory)],
+    assert FOREIGN_PYTHON is not None, MISSING
+    done = subprocess.run([FOREIGN_PYTHON, __file__, instrumentation, scenario.name, str(directory)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     live = json.loads((directory / "live.json").read_text())

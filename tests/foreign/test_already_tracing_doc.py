@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from foreign_agents import FOREIGN_PYTHON, MISSING
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "already-tracing.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
 AGENT, EXAMPLES = BLOCKS[0], BLOCKS[1:]
 
-pytest.importorskip("opentelemetry.instrumentation.openai_v2")
-pytest.importorskip("opentelemetry.instrumentation.openai")
-pytest.importorskip("openinference.instrumentation.openai")
-pytest.importorskip("pydantic_ai")
 
 
 def test_the_doc_has_an_example_per_instrumentation():
@@ -29,10 +25,11 @@ def test_the_doc_has_an_example_per_instrumentation():
     ]
 
 
+@pytest.mark.skipif(FOREIGN_PYTHON is None, reason=MISSING)
 @pytest.mark.parametrize("example", EXAMPLES, ids=["openai-v2", "openllmetry", "openinference", "pydantic-ai"])
 def test_example_runs_and_finds_the_loop(example, tmp_path):
     (tmp_path / "agent.py").write_text(AGENT, encoding="utf-8")
     (tmp_path / "main.py").write_text(example, encoding="utf-8")
-    done = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([FOREIGN_PYTHON, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "tool_loop"

@@ -12,17 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
-from foreign_agents import POLICY, SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
+from foreign_agents import FOREIGN_PYTHON, MISSING, POLICY, SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
 
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.replay.runner import replay_files
 
-pytest.importorskip("opentelemetry.instrumentation.openai_v2")
-pytest.importorskip("opentelemetry.instrumentation.openai")
-pytest.importorskip("openinference.instrumentation.openai")
-pytest.importorskip("pydantic_ai")
+needs_foreign = pytest.mark.skipif(FOREIGN_PYTHON is None, reason=MISSING)
 
 
+@needs_foreign
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai", "openai-v2+tool-spans"])
 def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scenario, tmp_path):
@@ -47,6 +45,7 @@ def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scena
         assert len(set(steps)) == 1
 
 
+@needs_foreign
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_openai_v2_stable_conventions_show_model_calls_only(scenario, tmp_path):
     """On the v1.30 conventions openai-v2 writes prompts, answers and tool calls as log
@@ -64,6 +63,7 @@ def test_openai_v2_stable_conventions_show_model_calls_only(scenario, tmp_path):
     assert live == [replayed]
 
 
+@needs_foreign
 @pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai"])
 def test_with_content_capture_off_only_counts_and_budgets_are_seen(instrumentation, tmp_path):
     """Without content no arguments or results are on the spans: the loop cannot be told from
