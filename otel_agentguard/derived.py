@@ -65,9 +65,10 @@ class DerivedTools:
             return [], ([taken] if taken is not None else [])
         if kind != MODEL:
             return [], []
-        released = self._release(tool_outcomes(attrs) if self._waiting else {}, start_ns)
-        for call in requested_calls(attrs):
-            self._waiting.append(_Waiting(call, next_sequence(), end_ns))
+        released = self._release(tool_outcomes(attrs), start_ns) if self._waiting else []
+        if attrs.get(A.RESPONSE_TOOL_CALLS) != 0:  # our own model spans say when a response asked for none
+            for call in requested_calls(attrs):
+                self._waiting.append(_Waiting(call, next_sequence(), end_ns))
         return released, []
 
     def flush(self) -> list[Step]:

@@ -62,9 +62,9 @@ def requested_calls(attrs: Mapping[str, Any]) -> list[RequestedCall]:
             for part in _parts_of(messages, "tool_call")
         ]
     if _OI_OUTPUT_ROLE in attrs or "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
-        return _flattened_calls(attrs, _OI_CALL)
+        return _flattened_calls(attrs, "llm.output_messages.", _OI_CALL)
     if "gen_ai.completion.0.tool_calls.0.name" in attrs:
-        return _flattened_calls(attrs, _LEGACY_CALL)
+        return _flattened_calls(attrs, "gen_ai.completion.", _LEGACY_CALL)
     return []
 
 
@@ -80,9 +80,9 @@ def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
                 outcomes[call_id] = ToolOutcome(result, _failed(part))
         return outcomes
     if "llm.input_messages.0.message.role" in attrs:
-        return _flattened_outcomes(attrs, _OI_INPUT)
+        return _flattened_outcomes(attrs, "llm.input_messages.", _OI_INPUT)
     if "gen_ai.prompt.0.role" in attrs:
-        return _flattened_outcomes(attrs, _LEGACY_INPUT)
+        return _flattened_outcomes(attrs, "gen_ai.prompt.", _LEGACY_INPUT)
     return {}
 
 
@@ -119,10 +119,10 @@ def _parts_of(messages: list[Any], kind: str) -> list[Mapping[str, Any]]:
     return found
 
 
-def _flattened_calls(attrs: Mapping[str, Any], pattern: re.Pattern[str]) -> list[RequestedCall]:
+def _flattened_calls(attrs: Mapping[str, Any], prefix: str, pattern: re.Pattern[str]) -> list[RequestedCall]:
     calls: dict[tuple[int, int], dict[str, Any]] = {}
     for key, value in attrs.items():
-        match = pattern.fullmatch(key)
+        match = pattern.fullmatch(key) if key.startswith(prefix) else None
         if match is not None:
             calls.setdefault((int(match[1]), int(match[2])), {})[_FIELD[match[3]]] = value
     return [
@@ -131,10 +131,10 @@ def _flattened_calls(attrs: Mapping[str, Any], pattern: re.Pattern[str]) -> list
     ]
 
 
-def _flattened_outcomes(attrs: Mapping[str, Any], pattern: re.Pattern[str]) -> dict[str, ToolOutcome]:
+def _flattened_outcomes(attrs: Mapping[str, Any], prefix: str, pattern: re.Pattern[str]) -> dict[str, ToolOutcome]:
     messages: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
-        match = pattern.fullmatch(key)
+        match = pattern.fullmatch(key) if key.startswith(prefix) else None
         if match is not None:
             messages.setdefault(int(match[1]), {})[match[2]] = value
     outcomes: dict[str, ToolOutcome] = {}
