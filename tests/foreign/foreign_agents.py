@@ -217,7 +217,7 @@ class Judged:
 def record_and_judge_live(instrumentation: str, scenario: Scenario, directory: Path) -> tuple[Path, list[Judged]]:
     """In a child process: the run traced by the foreign instrumentation alone, written as
     OTLP JSON lines; then the same run with the guard's processor on that provider, and the
-    verdicts it wrote."""
+    verdicts it wrote (its spans, numbered by the guard, go to ``live.jsonl`` beside)."""
     assert FOREIGN_PYTHON is not None, MISSING
     done = subprocess.run([FOREIGN_PYTHON, __file__, instrumentation, scenario.name, str(directory)],
                           capture_output=True, text=True, timeout=300)
@@ -254,6 +254,7 @@ def _child(instrumentation: str, scenario: Scenario, directory: Path) -> None:
         run_scenario(instrumentation, scenario, provider)
         recorder.shutdown()  # the recording holds the foreign spans only
         provider.add_span_processor(SimpleSpanProcessor(exporter))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPJsonLinesSpanExporter(str(directory / "live.jsonl"))))
         provider.add_span_processor(AgentGuardSpanProcessor(POLICY, tracer_provider=provider))
         run_scenario(instrumentation, scenario, provider)
     provider.shutdown()

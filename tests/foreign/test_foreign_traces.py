@@ -37,6 +37,7 @@ def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scena
         probe, sequence, evidence = replayed.alerts[0]
         assert probe == "tool_loop" and len(evidence) == 3 and sequence == evidence[-1]
     assert live == [replayed]  # same verdict, alerts at the same sequence numbers
+    assert replay(tmp_path / "live.jsonl") == live  # and the guard's own numbering replays the same
     # each tool step knows its call (name, arguments) and what it returned (from the next call's input)
     steps = tool_steps(trace)
     assert [name for name, *_ in steps] == [c.name for t in wanted.turns for c in t.tool_calls]
