@@ -99,20 +99,46 @@ SCENARIOS = {
 # --- the agents ---------------------------------------------------------------------------
 
 
-def run_openai_agent(server: ScriptedModelServer, tools: dict[str, Callable[..., Any]] = TOOLS) -> str:
+def run_openai_agent(server: ScriptedModelServer, tools: dict[str, Callable[..., Any]] = TOOLS, *,
+                     stream: bool = False) -> str:
     """A hand-written tool loop: the tools run in plain Python (no tool span, unless they are ``@ag.tool``)."""
     client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Please refund order A1."}]
     for _ in range(20):
-        response = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOL_DEFINITIONS)
-        message = response.choices[0].message
-        if not message.tool_calls:
-            return message.content or ""
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            result = tools[call.function.name](**json.loads(call.function.arguments))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+        if stream:
+            text, calls = _streamed_turn(client, messages)
+        else:
+            message = client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=TOOL_DEFINITIONS).choices[0].message
+            text = message.content or ""
+            calls = [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or ()]
+        if not calls:
+            return text
+        messages.append({"role": "assistant", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in calls]})
+        for call_id, name, arguments in calls:
+            result = tools[name](**json.loads(arguments))
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
     raise AssertionError("the agent did not stop")
+
+
+def _streamed_turn(client: openai.OpenAI, messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str, str, str]]]:
+    """One streamed response, its text and tool calls put together from the deltas."""
+    text, calls = "", {}
+    chunks = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOL_DEFINITIONS,
+                                            stream=True, stream_options={"include_usage": True})
+    for chunk in chunks:
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is None:
+            continue
+        text += delta.content or ""
+        for part in delta.tool_calls or ():
+            call = calls.setdefault(part.index, ["", "", ""])
+            call[0] += part.id or ""
+            call[1] += (part.function.name or "") if part.function else ""
+            call[2] += (part.function.arguments or "") if part.function else ""
+    return text, [tuple(call) for _, call in sorted(calls.items())]  # type: ignore[misc]
 
 
 def run_pydantic_agent(scenario: Scenario, tracer_provider: TracerProvider, *, content: bool = True) -> str:
@@ -148,7 +174,7 @@ def instrumented(name: str, tracer_provider: TracerProvider) -> Iterator[None]:
     """Only the named foreign instrumentation, on ``tracer_provider``, with content capture on
     (it sets the process's environment: child processes only)."""
     content = not name.endswith("-no-content")
-    name = name.removesuffix("-no-content").removesuffix("+tool-spans")
+    name = name.removesuffix("-no-content").removesuffix("+tool-spans").removesuffix("+stream")
     if name == "openai-v2":
         from opentelemetry.instrumentation import openai_v2
 
@@ -200,7 +226,7 @@ def run_scenario(instrumentation: str, scenario: Scenario, tracer_provider: Trac
                 return run_openai_agent(server)
         if instrumentation.endswith("+tool-spans"):  # the same tools as @ag.tool spans (no call ids)
             return run_openai_agent(server, {name: ag.tool(function) for name, function in TOOLS.items()})
-        return run_openai_agent(server)
+        return run_openai_agent(server, stream=instrumentation.endswith("+stream"))
 
 
 # --- recording, replaying, judging live -------------------------------------------------

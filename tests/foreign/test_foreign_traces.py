@@ -24,6 +24,16 @@ needs_foreign = pytest.mark.skipif(FOREIGN_PYTHON is None, reason=MISSING)
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference", "pydantic-ai", "openai-v2+tool-spans"])
 def test_foreign_trace_is_judged_on_replay_and_live_alike(instrumentation, scenario, tmp_path):
+    check_foreign_trace(instrumentation, scenario, tmp_path)
+
+
+@needs_foreign
+@pytest.mark.parametrize("instrumentation", ["openai-v2", "openllmetry", "openinference"])
+def test_streamed_responses_are_judged_alike(instrumentation, tmp_path):
+    check_foreign_trace(f"{instrumentation}+stream", "loop", tmp_path)
+
+
+def check_foreign_trace(instrumentation, scenario, tmp_path):
     wanted = SCENARIOS[scenario]
     trace, live = record_and_judge_live(instrumentation, wanted, tmp_path)
 
