@@ -8,10 +8,19 @@ BIN := $(VENV)/bin
 demo: $(VENV)/.installed-demo
 	$(BIN)/agentguard demo
 
-test: $(VENV)/.installed-test
+# The foreign-trace tests run their agents in a second environment that has the other
+# instrumentations (OpenLLMetry, OpenInference, Pydantic AI), kept out of the main one.
+FOREIGN_VENV ?= .venv-foreign
+
+test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
-	$(BIN)/python -m pytest
+	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python $(BIN)/python -m pytest
+
+$(FOREIGN_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(FOREIGN_VENV)
+	$(FOREIGN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-foreign]'
+	touch $@
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,4 +43,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis

@@ -111,6 +111,7 @@ GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
 ERROR_TYPE = "error.type"
@@ -126,3 +127,5 @@ INFERENCE_OPERATIONS = frozenset(
 # Older or vendor spellings we still read from foreign spans.
 LEGACY_INPUT_TOKENS = ("gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
 LEGACY_OUTPUT_TOKENS = ("gen_ai.usage.completion_tokens", "llm.token_count.completion")
+# OpenLLMetry (Traceloop SDK) stamps association properties on every span; this one names the session.
+TRACELOOP_SESSION_ID = "traceloop.association.properties.session_id"

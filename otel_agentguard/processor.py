@@ -43,6 +43,7 @@ from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
 )
 from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
+from otel_agentguard.derived import DerivedTools
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict, choose_stop_reason
 from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
@@ -80,7 +81,7 @@ class _Session:
 
     __slots__ = (
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
-        "pending_alerts", "ended", "enforcer", "interrupt",
+        "pending_alerts", "ended", "enforcer", "interrupt", "derived",
     )
 
     def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None):
@@ -96,6 +97,7 @@ class _Session:
         self.ended = False
         self.enforcer = enforcer  # None in observe mode
         self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured
+        self.derived = DerivedTools(session_id, judge.policy)  # tool calls only a model span recorded
 
     def span_open(self) -> bool:
         return self.session_span is not None and self.session_span.is_recording()
@@ -326,8 +328,26 @@ class AgentGuardSpanProcessor(SpanProcessor):
             else:
                 with session.lock:
                     session.last_context = span.get_span_context()
-                    released = session.buffer.push(step)
+                    released = self._derive(session, kind, attrs, span)
+                    released.extend(session.buffer.push(step))
         self._judge(session, released)
+
+    def _derive(self, session: _Session, kind: str, attrs: Mapping[str, Any], span: ReadableSpan) -> list[Step]:
+        """Tool steps only a model span recorded, released in order (under the session lock)."""
+        released: list[Step] = []
+        try:
+            derived, unused = session.derived.on_step(
+                kind, attrs, span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
+                next_sequence=session.sequence.next,
+            )
+        except Exception as exc:  # deliberate: lose the derived steps, not the span's own step
+            _internal_errors.report("processor.derived", exc)
+            return released
+        for sequence in unused:
+            released.extend(session.buffer.skip(sequence))
+        for step in derived:
+            released.extend(session.buffer.push(step))
+        return released
 
     def _judge(self, session: _Session, steps: list[Step]) -> None:
         if not steps:
@@ -539,7 +559,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 return None
             session.ended = True
             raised = []
-            for step in session.buffer.drain():
+            waiting = [s for step in session.derived.flush() for s in session.buffer.push(step)]
+            for step in waiting + session.buffer.drain():
                 raised.extend(session.judge.observe(step))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
                                            unfinished=unfinished)

@@ -23,12 +23,13 @@ from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
+from otel_agentguard.tool_calls import requested_call_count
 
 TOOL = "tool"
 MODEL = "model"
 
 FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
-TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls"})  # the last: Vercel AI SDK
+TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"})  # the last: Vercel AI SDK
 _MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
 # The Vercel AI SDK (``ai``) names its spans' operation in ``ai.operationId``, not in gen_ai.operation.name.
 _AI_SDK_TOOL_CALL = "ai.toolCall"
@@ -99,12 +100,13 @@ def nested_step(kind: str, attrs: Mapping[str, Any], parent_kind: str | None, pa
         return False
     if kind == MODEL:
         return True
-    return _tool_name(attrs, "") == _tool_name(parent_attrs, "")
+    return tool_name(attrs, "") == tool_name(parent_attrs, "")
 
 
 def explicit_session(attrs: Mapping[str, Any]) -> str | None:
-    """The session a span names itself: agentguard.session.id, gen_ai.conversation.id, session.id."""
-    for key in (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV):
+    """The session a span names itself: agentguard.session.id, gen_ai.conversation.id, session.id,
+    OpenLLMetry's session association property."""
+    for key in (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID):
         value = attrs.get(key)
         if value:
             return str(value)
@@ -138,7 +140,7 @@ def _tool_step(
     end_ns: int,
     status_error: bool,
 ) -> Step:
-    name = _tool_name(attrs, span_name)
+    name = tool_name(attrs, span_name)
     fingerprinter = None
     args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
     if args_fp is None:
@@ -193,6 +195,14 @@ def _model_step(
     if tool_calls is None and "ai.response.toolCalls" in attrs:  # Vercel AI SDK: a JSON list
         called = _decode(attrs["ai.response.toolCalls"])
         tool_calls = len(called) if isinstance(called, list) else None
+    if tool_calls is None and needs_messages:
+        tool_calls = requested_call_count(attrs)  # OpenInference's or older OpenLLMetry's flattened calls
+    if not finish and messages:
+        # No finish reason on the span (Pydantic AI's chat spans): the messages' own, else a
+        # response of text alone is an answer.
+        finish = tuple(str(m["finish_reason"]) for m in messages if isinstance(m, Mapping) and m.get("finish_reason"))
+        if not finish and not tool_calls and _has_text(messages):
+            finish = ("stop",)
     final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
     final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
     claims: tuple[str, ...] = ()
@@ -256,7 +266,8 @@ def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
     return None
 
 
-def _tool_name(attrs: Mapping[str, Any], span_name: str) -> str:
+def tool_name(attrs: Mapping[str, Any], span_name: str = "") -> str:
+    """A tool span's tool name: ``gen_ai.tool.name``, a foreign spelling, else from the span name."""
     return str(
         attrs.get(A.GEN_AI_TOOL_NAME)
         or attrs.get("traceloop.entity.name")
@@ -319,7 +330,9 @@ def _as_sequence(value: Any) -> Sequence[Any]:
 def _finish_reasons(attrs: Mapping[str, Any]) -> tuple[str, ...]:
     value = attrs.get(A.GEN_AI_RESPONSE_FINISH_REASONS)
     if value is None:
-        value = attrs.get("gen_ai.completion.0.finish_reason")  # OpenLLMetry
+        value = attrs.get("gen_ai.completion.0.finish_reason")  # older OpenLLMetry
+    if value is None:
+        value = attrs.get("llm.finish_reason")  # OpenInference
     return tuple(str(v) for v in _as_sequence(value) if v is not None)
 
 
@@ -343,11 +356,17 @@ def _count_tool_calls(messages: list[Any]) -> int:
     )
 
 
+def _has_text(messages: list[Any]) -> bool:
+    # A text part counts even without its content (recorded with content capture off).
+    return any(isinstance(part, Mapping) and part.get("type") == "text" for m in messages for part in _parts(m))
+
+
 def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
     if messages is not None:
         return "\n".join(
             str(part.get("content") or "") for message in messages for part in _parts(message)
             if isinstance(part, Mapping) and part.get("type") == "text"
         )
-    text = attrs.get("gen_ai.completion.0.content") or attrs.get("output.value") or attrs.get("ai.response.text")
+    text = (attrs.get("gen_ai.completion.0.content") or attrs.get("llm.output_messages.0.message.content")
+            or attrs.get("output.value") or attrs.get("ai.response.text"))
     return text if isinstance(text, str) else ""

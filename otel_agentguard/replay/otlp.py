@@ -17,6 +17,7 @@ from typing import Any
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy
+from otel_agentguard.replay._derive import with_derived_steps
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
@@ -241,23 +242,38 @@ class OTLPCollector:
             else:
                 members.sort(key=lambda m: (m[1].start_ns, m[1].end_ns))
             spanless: RecordedSession | None = None
-            for index, (run, candidate) in enumerate(members, start=1):
+            for run, candidate, step in self._with_derived(members, numbered, session_id):
                 if run is not None:
                     session = self._runs[run]
                     slack = _CLOCK_SLACK_NS if session.start_ns % _MS_NS == 0 else 0
-                    if session.end_ns and candidate.end_ns > session.end_ns + slack:
+                    if candidate is not None and session.end_ns and candidate.end_ns > session.end_ns + slack:
                         continue  # ended after its session: the live judge never saw it either
                 else:
                     if spanless is None:
-                        spanless = RecordedSession(session_id, candidate.path)
+                        spanless = RecordedSession(session_id, members[0][1].path)
                         result.append(spanless)
                     session = spanless
-                step = self._step(candidate, session_id, candidate.attrs[A.SEQUENCE] if numbered else index)
                 session.steps.append(step)
                 if run is None and step.final:
                     spanless = None  # without a session span, a final answer ends the run
         result.sort(key=lambda s: (s.start_ns or (s.steps[0].start_ns if s.steps else 0), s.session_id))
         return result
+
+    def _with_derived(
+        self, members: list[tuple[str | None, _Candidate]], numbered: bool, session_id: str
+    ) -> list[tuple[str | None, _Candidate | None, Step]]:
+        """The members' steps, with tool steps derived from their model spans in between."""
+        try:
+            return with_derived_steps(  # type: ignore[return-value]
+                members, numbered=numbered, session_id=session_id, policy=self._policy,
+                build=lambda candidate, sequence: self._step(candidate, session_id, sequence),  # type: ignore[arg-type]
+            )
+        except InputError:
+            raise
+        except Exception as exc:  # a tool call the adapter cannot read: name the file, never a traceback
+            first = members[0][1]
+            raise InputError(first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})",
+                             first.line) from None
 
     def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
         try:
