@@ -19,7 +19,6 @@ a hook is contained like any other: only ``AgentStopped`` leaves.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from otel_agentguard import _internal_errors, _readable, _registry
@@ -104,43 +103,45 @@ def stop_repeating_output(session_id: str | None, step: Step) -> None:
             _internal_errors.report("enforce.repeating_output", exc)
 
 
-_ANSWER_KEYS = (("role", "tool", "tool_call_id"), ("type", "function_call_output", "call_id"))
+_MAX_MESSAGES = 10_000
 
 
 def answered_tool_call_ids(messages: Any) -> frozenset[str] | None:
     """The tool call ids a request's history answers, in the OpenAI (chat and responses)
-    and Anthropic formats, or LangChain ``ToolMessage`` objects; None when it cannot tell.
+    and Anthropic formats or as LangChain ``ToolMessage`` objects; None when it cannot tell.
 
-    Reads plain dicts and LangChain messages only: the history is the application's,
-    and the guard runs none of its code.
+    Reads plain dicts and pydantic models (the SDKs' and LangChain's message types) through
+    their stored fields only: the history is the application's, and the guard runs none of
+    its code. A message of any other type makes the answer unknown (None), never a guess.
     """
     if type(messages) is not list:
         return None
     answered: set[str] = set()
     for message in messages[:_MAX_MESSAGES]:
-        if type(message) is dict:
-            for field, value, id_key in _ANSWER_KEYS:
-                if message.get(field) == value and type(message.get(id_key)) is str:
-                    answered.add(message[id_key])
-            content = message.get("content")
-            if message.get("role") == "user" and type(content) is list:
-                for block in content[:_MAX_MESSAGES]:
-                    if type(block) is dict and block.get("type") == "tool_result" and type(block.get("tool_use_id")) is str:
-                        answered.add(block["tool_use_id"])
-        else:
-            call_id = _langchain_tool_call_id(message)
-            if call_id is not None:
-                answered.add(call_id)
+        fields = _fields(message)
+        if fields is None:
+            return None
+        kind = fields.get("type")
+        if fields.get("role") == "tool" or kind == "tool":  # OpenAI chat, LangChain
+            _add_id(answered, fields.get("tool_call_id"))
+        elif kind == "function_call_output":  # OpenAI responses
+            _add_id(answered, fields.get("call_id"))
+        content = fields.get("content")
+        if fields.get("role") == "user" and type(content) is list:  # Anthropic tool_result blocks
+            for block in content[:_MAX_MESSAGES]:
+                block_fields = _fields(block)
+                if block_fields is not None and block_fields.get("type") == "tool_result":
+                    _add_id(answered, block_fields.get("tool_use_id"))
     return frozenset(answered)
 
 
-_MAX_MESSAGES = 10_000
+def _fields(value: Any) -> dict[str, Any] | None:
+    if type(value) is dict:
+        return value
+    fields = _readable.pydantic_fields(value)
+    return dict(fields) if fields is not None else None
 
 
-def _langchain_tool_call_id(message: Any) -> str | None:
-    messages = sys.modules.get("langchain_core.messages.tool")
-    tool_message = getattr(messages, "__dict__", {}).get("ToolMessage") if messages is not None else None
-    if tool_message is None or tool_message not in _readable.mro(type(message)):
-        return None
-    call_id = message.__dict__.get("tool_call_id")
-    return call_id if type(call_id) is str else None
+def _add_id(answered: set[str], call_id: Any) -> None:
+    if type(call_id) is str and call_id:
+        answered.add(call_id)

@@ -292,3 +292,29 @@ def test_a_drain_requested_inside_a_sub_agent_is_honoured_at_the_outer_turn(guar
     assert stopped.value.stop_reason == "drained" and stopped.value.resumable
     assert run.nested_stops == 0
     assert server.rejected == []
+
+
+def test_answered_ids_are_read_from_every_message_shape_and_unknown_shapes_say_so():
+    from anthropic.types import ToolResultBlockParam  # a TypedDict: a plain dict at run time
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from openai.types.chat import ChatCompletionMessage
+
+    from otel_agentguard.enforcement import answered_tool_call_ids
+
+    openai_chat = [{"role": "user", "content": "hi"},
+                   ChatCompletionMessage(role="assistant", content=None),
+                   {"role": "tool", "tool_call_id": "call_1", "content": "{}"}]
+    assert answered_tool_call_ids(openai_chat) == {"call_1"}
+    responses = [{"type": "function_call_output", "call_id": "call_2", "output": "{}"}]
+    assert answered_tool_call_ids(responses) == {"call_2"}
+    block: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": "toolu_3", "content": "ok"}
+    assert answered_tool_call_ids([{"role": "user", "content": [block]}]) == {"toolu_3"}
+    langchain = [HumanMessage("hi"), AIMessage(""), ToolMessage("ok", tool_call_id="call_4")]
+    assert answered_tool_call_ids(langchain) == {"call_4"}
+    assert answered_tool_call_ids([{"role": "user", "content": "hi"}]) == frozenset()
+
+    class Custom:  # an application's own message type: unknown, not "answers nothing"
+        role = "tool"
+
+    assert answered_tool_call_ids([Custom()]) is None
+    assert answered_tool_call_ids("not a list") is None
