@@ -78,11 +78,13 @@ class _Session:
 
     __slots__ = (
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
-        "pending_alerts", "ended", "enforcer", "interrupt",
+        "pending_alerts", "ended", "enforcer", "interrupt", "implicit",
     )
 
-    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None):
+    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None,
+                 implicit: bool = False):
         self.session_id = session_id
+        self.implicit = implicit  # no session id anywhere: the trace stands in for the session
         self.lock = threading.Lock()
         self.judge = judge
         self.sequence = sequence
@@ -214,7 +216,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             or _baggage_session(parent_context)
             or _parent_session(parent_context)
         )
-        if session_id is None:
+        implicit = session_id is None
+        if implicit:
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
@@ -236,7 +239,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
-            session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns)
+            session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns, implicit)
         )
         if is_session_span and session.session_span is None:
             session.session_span = span  # an inner invoke_agent of the same session joins the outer run
@@ -249,7 +252,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         elif stamp_session:
             span.set_attribute(A.SESSION_ID, session_id)
 
-    def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int) -> _Session:
+    def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int,
+                     implicit: bool = False) -> _Session:
         profile = attrs.get(A.PROFILE) or (context_session.profile if context_session else None)
         task_type = attrs.get(A.TASK_TYPE) or (context_session.task_type if context_session else None)
         chosen = self.policy.resolve_profile(profile, task_type)
@@ -257,7 +261,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             sequence = self._counters.pop(session_id, None) or _Sequence()
         enforcer = Enforcer(self.policy.escalation) if self.mode == "enforce" else None
         judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns)
-        return _Session(session_id, judge, sequence, enforcer)
+        return _Session(session_id, judge, sequence, enforcer, implicit)
 
     # --- end -------------------------------------------------------------------------------
     def _on_end(self, span: ReadableSpan) -> None:
@@ -484,7 +488,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 span.set_attributes(self.verdict_attributes(verdict))  # type: ignore[union-attr]
         for alert in raised:
             self._metrics.stall(alert, verdict.profile)
-        if not on_span:
+        if not on_span and _wants_verdict_span(session, verdict):
             self._write_verdict_span(session, verdict, session.pending_alerts + raised)
         self._metrics.session_ended(verdict)
         with self._counters_lock:
@@ -521,6 +525,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
         for alert in alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
         span.end()
+
+
+def _wants_verdict_span(session: _Session, verdict: Verdict) -> bool:
+    """Model calls alone, outside any session (no session id anywhere, no tool step, no
+    alert), are no agent run worth a span of its own: their verdict goes to the metrics only."""
+    return (not session.implicit or bool(verdict.alerts) or session.interrupt is not None
+            or verdict.steps > verdict.model_calls)
 
 
 def alert_attributes(alert: Alert) -> dict[str, Any]:

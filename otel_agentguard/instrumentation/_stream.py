@@ -3,8 +3,8 @@
 The provider's stream object is wrapped, not replaced: every attribute and
 method the application uses still works. The call ends on exhaustion, on an
 error while iterating, on ``close()``, on leaving a ``with`` block, or when the
-stream is garbage-collected unfinished, whichever comes first, and the
-application's own errors pass through untouched.
+stream is garbage-collected unfinished (``on_abandoned``, when given),
+whichever comes first, and the application's own errors pass through untouched.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         stream: Any,
         on_chunk: Callable[[Any], None],
         on_done: Callable[[BaseException | None], None],
+        on_abandoned: Callable[[], None] | None = None,
     ):
         super().__init__(stream)
         self._self_on_chunk = on_chunk
         self._self_on_done = on_done
+        self._self_on_abandoned = on_abandoned
         self._self_done = False
         self._self_manager: Any = None  # a stream manager whose __enter__ gave us the stream
 
@@ -133,4 +135,11 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __del__(self) -> None:
         # Garbage-collected before it was exhausted or closed: end the call with what we saw.
-        self._self_finish(None)
+        if self._self_done or self._self_on_abandoned is None:
+            self._self_finish(None)
+            return
+        self._self_done = True
+        try:
+            self._self_on_abandoned()
+        except Exception as exc:  # deliberate
+            _internal_errors.report("stream.abandoned", exc)

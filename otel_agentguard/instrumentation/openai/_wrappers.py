@@ -106,7 +106,8 @@ def _is_legacy_response(returned: Any) -> bool:
 
 def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
     accumulator = api.accumulator()
-    return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error))
+    return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error),
+                       on_abandoned=lambda: call.finish(accumulator.result, abandoned=True))
 
 
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
