@@ -23,17 +23,19 @@ from typing import Any
 import wrapt
 
 _MAX_CHAIN = 32  # a longer chain of proxies is not a chain of method wrappers
+# wrapt 2 derives its function wrappers from BaseObjectProxy; in wrapt 1 that is ObjectProxy.
+_Proxy: type = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 
 def wrap_innermost(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> None:
     """Wrap ``owner.attribute`` with ``wrapper``, inside every wrapt wrapper already there."""
     holder = vars(owner).get(attribute) if isinstance(owner, type) else None
-    if not isinstance(holder, wrapt.ObjectProxy):
+    if not isinstance(holder, _Proxy):
         wrapt.wrap_function_wrapper(owner, attribute, wrapper)
         return
     for _ in range(_MAX_CHAIN):
         inner = holder.__wrapped__
-        if not isinstance(inner, wrapt.ObjectProxy):
+        if not isinstance(inner, _Proxy):
             holder.__wrapped__ = wrapt.FunctionWrapper(inner, wrapper)
             return
         holder = inner
@@ -48,7 +50,7 @@ def unwrap_ours(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> bool
         return True
     holder = current
     for _ in range(_MAX_CHAIN):
-        if not isinstance(holder, wrapt.ObjectProxy):
+        if not isinstance(holder, _Proxy):
             return False
         inner = holder.__wrapped__
         if _is_made_with(inner, wrapper):
@@ -60,4 +62,4 @@ def unwrap_ours(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> bool
 
 def _is_made_with(candidate: Any, wrapper: Callable[..., Any]) -> bool:
     # Function wrappers and their bound forms keep the wrapper function they were made with.
-    return isinstance(candidate, wrapt.ObjectProxy) and getattr(candidate, "_self_wrapper", None) is wrapper
+    return isinstance(candidate, _Proxy) and getattr(candidate, "_self_wrapper", None) is wrapper
