@@ -266,6 +266,7 @@ def _name(form: Callable[..., Any]) -> str:
 @dataclass
 class Outcome:
     model_spans: int
+    judged: int  # model spans that carry what the judge reads (ours, or the other one enriched)
     context_restored: bool
 
 
@@ -282,7 +283,8 @@ def run_sync(companion: str, order: str | None, form: Callable[[openai.OpenAI], 
         # A context leaked by one run must not leak into the next: each runs in a copy.
         restored = contextvars.copy_context().run(run, tracing, client)
         gc.collect()
-        return Outcome(len(model_spans(tracing)), restored)
+        spans = model_spans(tracing)
+        return Outcome(len(spans), sum(A.RESPONSE_TOOL_CALLS in s.attributes for s in spans), restored)
 
 
 def run_async(companion: str, order: str | None, form: Callable[[openai.AsyncOpenAI], Any]) -> Outcome:
@@ -297,11 +299,18 @@ def run_async(companion: str, order: str | None, form: Callable[[openai.AsyncOpe
         client = openai.AsyncOpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
         restored = asyncio.run(run(tracing, client))  # a task runs in a copy of the context
         gc.collect()
-        return Outcome(len(model_spans(tracing)), restored)
+        spans = model_spans(tracing)
+        return Outcome(len(spans), sum(A.RESPONSE_TOOL_CALLS in s.attributes for s in spans), restored)
 
 
-def check(outcome: Outcome, companion: str, baseline: Callable[[], Outcome]) -> None:
+# with_streaming_response hands the unread body to the application: the span ends without
+# the response's attributes (one span still, and the model step still counts).
+BODY_NOT_OURS_TO_READ = {"chat_streaming_response"}
+
+
+def check(outcome: Outcome, companion: str, baseline: Callable[[], Outcome], form: Callable[..., Any]) -> None:
     assert outcome.model_spans == 2  # one per call
+    assert outcome.judged == (0 if form.__name__ in BODY_NOT_OURS_TO_READ else 2)
     if not outcome.context_restored:
         # Only where the other instrumentation alone leaves its span current too (openai-v2's
         # util-genai keeps its span attached while a stream is open): never because of us.
@@ -326,7 +335,7 @@ def test_sync_call_makes_one_span_and_restores_the_context(companion, order, for
     def run(chosen: str | None) -> Outcome:
         return run_sync(companion, chosen, form)
 
-    check(outcome_or_skip(companion, run, order), companion, lambda: run(None))
+    check(outcome_or_skip(companion, run, order), companion, lambda: run(None), form)
 
 
 @pytest.mark.parametrize("form", ASYNC_FORMS, ids=_name)
@@ -334,4 +343,4 @@ def test_async_call_makes_one_span_and_restores_the_context(companion, order, fo
     def run(chosen: str | None) -> Outcome:
         return run_async(companion, chosen, form)
 
-    check(outcome_or_skip(companion, run, order), companion, lambda: run(None))
+    check(outcome_or_skip(companion, run, order), companion, lambda: run(None), form)
