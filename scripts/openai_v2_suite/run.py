@@ -134,9 +134,12 @@ def _run(python: Path, suite: Path, order: str) -> dict[str, str]:
         for name in list(env):
             if name.startswith(("OTEL_", "OPENAI_")):
                 del env[name]  # the suite sets what it needs; ours must not leak in
+        # Its own (empty) configuration: not the settings of a repository it may sit in.
+        config = suite / "pytest.ini"
+        config.write_text("[pytest]\n")
         subprocess.run(
-            [str(python), "-m", "pytest", "tests", "-p", "agentguard_plugin", "-p", "no:cacheprovider", "-q",
-             f"--junitxml={junit}"],
+            [str(python), "-m", "pytest", "tests", "-c", str(config), "--rootdir", str(suite),
+             "-p", "agentguard_plugin", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
             cwd=suite, env=env, capture_output=True, text=True, check=False,
         )
         return _outcomes(junit) if junit.exists() else {}

@@ -308,9 +308,16 @@ def run_async(companion: str, order: str | None, form: Callable[[openai.AsyncOpe
 BODY_NOT_OURS_TO_READ = {"chat_streaming_response"}
 
 
+# openai-v2's stream wrapper ends its span when its with-block is left but never closes the SDK
+# stream inside it: we hear of the end only when the stream is collected, after that span ended.
+ENDED_UNSEEN = {("openai-v2", "chat_stream_in_with_block"), ("openai-v2", "achat_stream_in_with_block"),
+                ("openai-v2-latest", "chat_stream_in_with_block"), ("openai-v2-latest", "achat_stream_in_with_block")}
+
+
 def check(outcome: Outcome, companion: str, baseline: Callable[[], Outcome], form: Callable[..., Any]) -> None:
     assert outcome.model_spans == 2  # one per call
-    assert outcome.judged == (0 if form.__name__ in BODY_NOT_OURS_TO_READ else 2)
+    unread = form.__name__ in BODY_NOT_OURS_TO_READ or (companion, form.__name__) in ENDED_UNSEEN
+    assert outcome.judged == (0 if unread else 2)
     if not outcome.context_restored:
         # Only where the other instrumentation alone leaves its span current too (openai-v2's
         # util-genai keeps its span attached while a stream is open): never because of us.
