@@ -19,6 +19,7 @@ import os
 import pytest
 
 ORDER = os.environ.get("AGENTGUARD_SUITE_ORDER", "off")
+_setups = 0  # how many times the guard went on with openai-v2: proof that this plugin ran
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     original_uninstrument = OpenAIV2Instrumentor._uninstrument
 
     def ours_on(provider: object) -> None:
+        global _setups
+        _setups += 1
         ag.install(tracer_provider=provider)
         OpenAIInstrumentor().instrument(tracer_provider=provider)
 
@@ -52,6 +55,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     OpenAIV2Instrumentor._instrument = _instrument
     OpenAIV2Instrumentor._uninstrument = _uninstrument
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    count_file = os.environ.get("AGENTGUARD_SUITE_COUNT_FILE")
+    if count_file:
+        with open(count_file, "w") as file:
+            file.write(str(_setups))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -14,8 +14,8 @@ before openai-v2 and with ours instrumented after it (see
 test whose outcome differs from the baseline; writes the same as JSON with
 ``--report``.
 
-Exit status: 0 when both orders pass exactly what the baseline passes, 1 when
-not, 3 when the suite cannot be obtained from the registry (nothing was run).
+Exit status: 0 when both orders pass exactly what the baseline passes (and the
+guard was switched on in each), 1 when not, 3 when the suite cannot be obtained from the registry (nothing was run).
 """
 
 from __future__ import annotations
@@ -57,12 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     if not _install(python, args.venv, suite):
         return CANNOT_OBTAIN
 
-    results = {order: _run(python, suite, order) for order in ORDERS}
-    report = _report(results)
+    runs = {order: _run(python, suite, order) for order in ORDERS}
+    report = _report({order: outcomes for order, (outcomes, _) in runs.items()})
+    report["guard_setups"] = {order: setups for order, (_, setups) in runs.items()}
     _print(report)
     if args.report:
         args.report.write_text(json.dumps(report, indent=2, sort_keys=True))
-    return 0 if all(not report["regressions"][order] for order in ORDERS[1:]) else 1
+    active = all(report["guard_setups"][order] > 0 for order in ORDERS[1:])  # type: ignore[index]
+    return 0 if active and all(not report["regressions"][order] for order in ORDERS[1:]) else 1
 
 
 def _ensure_venv(venv: Path) -> Path:
@@ -126,11 +128,14 @@ def _install(python: Path, venv: Path, suite: Path) -> bool:
     return True
 
 
-def _run(python: Path, suite: Path, order: str) -> dict[str, str]:
-    """Each test's outcome (passed, failed, error, skipped) in one run of the suite."""
+def _run(python: Path, suite: Path, order: str) -> tuple[dict[str, str], int]:
+    """Each test's outcome (passed, failed, error, skipped) in one run of the suite, and how
+    many times the plugin switched the guard on."""
     with tempfile.TemporaryDirectory() as scratch:
         junit = Path(scratch) / "junit.xml"
-        env = {**os.environ, "AGENTGUARD_SUITE_ORDER": order, "PYTHONPATH": str(HERE)}
+        count_file = Path(scratch) / "setups"
+        env = {**os.environ, "AGENTGUARD_SUITE_ORDER": order, "PYTHONPATH": str(HERE),
+               "AGENTGUARD_SUITE_COUNT_FILE": str(count_file)}
         for name in list(env):
             if name.startswith(("OTEL_", "OPENAI_")):
                 del env[name]  # the suite sets what it needs; ours must not leak in
@@ -142,7 +147,8 @@ def _run(python: Path, suite: Path, order: str) -> dict[str, str]:
              "-p", "agentguard_plugin", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"],
             cwd=suite, env=env, capture_output=True, text=True, check=False,
         )
-        return _outcomes(junit) if junit.exists() else {}
+        setups = int(count_file.read_text()) if count_file.exists() else 0
+        return (_outcomes(junit) if junit.exists() else {}), setups
 
 
 def _outcomes(junit: Path) -> dict[str, str]:
@@ -174,9 +180,11 @@ def _report(results: dict[str, dict[str, str]]) -> dict[str, object]:
 
 def _print(report: dict[str, object]) -> None:
     print(f"{report['package']} test suite, agentguard_openai and the guard processor active:")
-    print(f"{'run':<12}{'passed':>8}{'failed':>8}{'error':>8}{'skipped':>9}")
+    print(f"{'run':<12}{'passed':>8}{'failed':>8}{'error':>8}{'skipped':>9}{'guard on':>10}")
     for order, count in report["counts"].items():  # type: ignore[union-attr]
-        print(f"{order:<12}{count['passed']:>8}{count['failed']:>8}{count['error']:>8}{count['skipped']:>9}")
+        setups = report["guard_setups"][order]  # type: ignore[index]
+        print(f"{order:<12}{count['passed']:>8}{count['failed']:>8}{count['error']:>8}{count['skipped']:>9}"
+              f"{setups:>10}")
     for order, names in report["regressions"].items():  # type: ignore[union-attr]
         for name in names:
             print(f"REGRESSION ({order}): {name}")

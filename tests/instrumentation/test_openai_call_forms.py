@@ -14,6 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from openai.resources.chat.completions.completions import AsyncCompletions, Completions
+from openai.resources.responses.responses import AsyncResponses, Responses
 from opentelemetry import trace
 
 from otel_agentguard import attributes as A
@@ -65,11 +67,28 @@ def companion(request: pytest.FixtureRequest, order: str, monkeypatch: pytest.Mo
     return request.param
 
 
+PATCHED_CLASSES = (Completions, AsyncCompletions, Responses, AsyncResponses)
+
+
+@contextmanager
+def restored_sdk() -> Iterator[None]:
+    """OpenLLMetry 0.62's uninstrument leaves its wrappers on the SDK (bound to a provider that
+    is shut down): put the SDK's methods back, so that each run starts from the plain SDK."""
+    saved = [(cls, dict(vars(cls))) for cls in PATCHED_CLASSES]
+    try:
+        yield
+    finally:
+        for cls, attributes in saved:
+            for name, value in attributes.items():
+                if vars(cls).get(name) is not value:
+                    setattr(cls, name, value)
+
+
 @contextmanager
 def instrumented(companion: str, order: str | None) -> Iterator[GuardedTracing]:
     """``order`` None: the other instrumentation alone, without ours."""
     make = COMPANIONS[companion]
-    with GuardedTracing() as tracing:
+    with restored_sdk(), GuardedTracing() as tracing:
         instrumentors = [] if order is None else [OpenAIInstrumentor()]
         if make is not None:
             instrumentors.append(make())

@@ -28,6 +28,7 @@ def test_openai_v2_suite_passes_with_the_guard_in_both_orders(tmp_path):
     baseline = report["counts"]["off"]
     assert baseline["passed"] > 0, done.stdout
     for order in ("ours-first", "ours-last"):
+        assert report["guard_setups"][order] > 0, done.stdout  # the guard was really on
         assert report["regressions"][order] == [], done.stdout
         assert report["counts"][order] == baseline, done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
