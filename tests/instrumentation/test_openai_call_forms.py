@@ -327,13 +327,28 @@ def run_async(companion: str, order: str | None, form: Callable[[openai.AsyncOpe
 BODY_NOT_OURS_TO_READ = {"chat_streaming_response"}
 
 
-# openai-v2's stream wrapper ends its span when its with-block is left but never closes the SDK
-# stream inside it: we hear of the end only when the stream is collected, after that span ended.
-ENDED_UNSEEN = {("openai-v2", "chat_stream_in_with_block"), ("openai-v2", "achat_stream_in_with_block"),
-                ("openai-v2-latest", "chat_stream_in_with_block"), ("openai-v2-latest", "achat_stream_in_with_block")}
+# The other instrumentation's stream wrapper ends its span before the SDK stream inside it tells us
+# the call is over: openai-v2's when its with-block is left (it never closes the stream inside),
+# OpenLLMetry's in its own finaliser, which runs before ours. The span is one, and counted as the
+# model step, but carries only what that instrumentation wrote.
+ENDED_UNSEEN = {
+    *((companion, form) for companion in ("openai-v2", "openai-v2-latest", "openllmetry")
+      for form in ("chat_stream_in_with_block", "achat_stream_in_with_block")),
+    *(("openllmetry", form) for form in ("chat_stream_partly_then_collected", "chat_stream_unread_then_collected",
+                                         "chat_stream_helper_left_early", "achat_stream_partly_then_collected",
+                                         "chat_raw_stream_parsed", "achat_raw_stream_parsed")),
+}
+# OpenLLMetry 0.62 opens its Responses API span only after the call has returned: no span is
+# open for ours to enrich, so each such call has two model spans.
+SPAN_OPENED_AFTER_THE_CALL = {("openllmetry", form) for form in (
+    "responses_create", "responses_stream_consumed", "responses_stream_partly_then_closed", "responses_raw_parsed",
+    "responses_stream_helper", "aresponses_create", "aresponses_stream_consumed", "aresponses_stream_helper")}
 
 
 def check(outcome: Outcome, companion: str, baseline: Callable[[], Outcome], form: Callable[..., Any]) -> None:
+    if (companion, form.__name__) in SPAN_OPENED_AFTER_THE_CALL:
+        assert outcome.model_spans == 4  # a known limitation: say so if it ever changes
+        return
     assert outcome.model_spans == 2  # one per call
     unread = form.__name__ in BODY_NOT_OURS_TO_READ or (companion, form.__name__) in ENDED_UNSEEN
     assert outcome.judged == (0 if unread else 2)
