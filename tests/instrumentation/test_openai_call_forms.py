@@ -332,9 +332,9 @@ BODY_NOT_OURS_TO_READ = {"chat_streaming_response"}
 # OpenLLMetry's in its own finaliser, which runs before ours. The span is one, and counted as the
 # model step, but carries only what that instrumentation wrote.
 ENDED_UNSEEN = {
-    *((companion, form) for companion in ("openai-v2", "openai-v2-latest", "openllmetry")
+    *((companion, form) for companion in ("openai-v2", "openai-v2-latest")
       for form in ("chat_stream_in_with_block", "achat_stream_in_with_block")),
-    *(("openllmetry", form) for form in ("chat_stream_partly_then_collected", "chat_stream_unread_then_collected",
+    *(("openllmetry", form) for form in ("chat_stream_in_with_block", "chat_stream_partly_then_collected", "chat_stream_unread_then_collected",
                                          "chat_stream_helper_left_early", "achat_stream_partly_then_collected",
                                          "chat_raw_stream_parsed", "achat_raw_stream_parsed")),
 }
