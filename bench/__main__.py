@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench import fingerprint_cost
 
         fingerprint_cost.run(report, repeats, args.quick)
+        fingerprint_cost.worst_case(report, args.quick)
     if "1" in sections:
         from bench import processor_cost
 

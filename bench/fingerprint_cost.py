@@ -48,3 +48,46 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         report.add("2 fingerprint", f"{name}: naive json.dumps+sha256", samples["naive"], "us")
         report.add("2 fingerprint", f"{name}: agentguard / naive", per_repeat(samples["ours"], samples["naive"],
                                                                              lambda a, b: a / b), "x")
+
+
+def worst_case(report: Report, quick: bool) -> None:
+    """The most one guarded call can cost, whatever the application passes: every container
+    kind shares one element budget, strings and buffers one byte budget, and objects the guard
+    does not read cost nothing."""
+    import itertools
+    from collections.abc import Mapping
+
+    class Endless(Mapping):  # a lazy mapping that never ends
+        def __getitem__(self, key: Any) -> int:
+            return 1
+
+        def __iter__(self) -> Any:
+            return itertools.count()
+
+        def __len__(self) -> int:
+            return 2**62
+
+    size = 200_000 if quick else 2_000_000
+    cases: dict[str, Callable[[], Any]] = {
+        f"dict of {size:,} keys": lambda: {f"k{i}": i for i in range(size)},
+        f"list of {size:,} ints": lambda: list(range(size)),
+        f"set of {size:,} ints": lambda: set(range(size)),
+        "string of 64 MiB": lambda: "x" * (64 << 20),
+        "endless lazy mapping": Endless,
+    }
+    try:
+        import numpy
+
+        cases["numpy array of 64 MiB"] = lambda: numpy.zeros(64 << 20, dtype=numpy.uint8)
+    except ImportError:
+        pass
+    fingerprinter = Fingerprinter("worst_case")
+    for name, build in cases.items():
+        value = build()
+        progress(f"fingerprint worst case: {name}")
+        samples = []
+        for _ in range(3):
+            start = time.perf_counter()
+            fingerprinter.arguments({"value": value})
+            samples.append((time.perf_counter() - start) * 1e3)
+        report.add("2 fingerprint", f"worst case, {name}", samples, "ms", "bounded (<= 100 ms)", lambda m: m <= 100)

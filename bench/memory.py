@@ -59,17 +59,27 @@ def _named(spec, session_id: str):  # noqa: ANN001, ANN202
     return StepSpec(spec.name, {**spec.start, A.SESSION_ID: session_id}, spec.end)
 
 
+_TOOL_NAMES = 10_000
+
+
 def stream(sessions: int) -> dict[str, object]:
-    from bench.workload import Driver, tool_step
+    """Sessions of one tool step each, over 10,000 tool names whose raw arguments carry a key
+    unique to the session: the fingerprint caches must stay bounded too."""
+    from bench.workload import Driver, StepSpec, tool_step
+    from otel_agentguard import attributes as A
 
     driver = Driver(True)
     rnd = random.Random(6)
     spec = tool_step(rnd, "get_order", "a" * 32, "b" * 32)
+    base = {key: value for key, value in spec.start.items() if key != A.TOOL_ARGS_FINGERPRINT}
     checkpoints = []
     every = max(sessions // 10, 1)
     start = time.perf_counter()
     for index in range(sessions):
-        driver.step(None, _named(spec, f"s{index}"))
+        tool = f"tool_{index % _TOOL_NAMES}"
+        raw = {**base, A.GEN_AI_TOOL_NAME: tool, A.SESSION_ID: f"s{index}",
+               A.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({f"field_{index}": index, "order_id": "A1"})}
+        driver.step(None, StepSpec(f"{A.OP_EXECUTE_TOOL} {tool}", raw, spec.end))
         if (index + 1) % every == 0:
             gc.collect()
             checkpoints.append({"sessions": index + 1, "rss_mib": round(_rss_mib(), 1),
@@ -106,7 +116,8 @@ def run(report: Report, repeats: int, quick: bool, stream_sessions: int) -> None
     result = child("stream", str(stream_sessions))
     points = result["checkpoints"]
     rss = [point["rss_mib"] for point in points]
-    report.add("4 memory", f"RSS after each tenth of {stream_sessions:,} sessions", rss, "MiB")
+    report.add("4 memory", f"RSS after each tenth of {stream_sessions:,} sessions over {_TOOL_NAMES:,} tool names",
+               rss, "MiB")
     report.add("4 memory", "RSS growth, last tenth / first tenth", [rss[-1] / rss[0]], "x", "flat (<= 1.10 x)",
                lambda m: m <= 1.10)
     report.add("4 memory", "live sessions in the store at the end", [points[-1]["live"]], "", "<= 10,000",

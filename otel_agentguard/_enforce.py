@@ -1,9 +1,19 @@
 """Enforcement: what the guard does about alerts and interrupts in ``enforce`` mode.
 
-The guard acts only at **safe cut points**: when the tool-call balance of the
-session is zero (every tool call the model asked for has its result), which is
-the case just before the next model call. It never stops an agent between the
-third and the seventh result of a batch of ten.
+The guard acts only at **safe cut points**, where every tool call the model
+asked for has its result: the start of the agent's next model call (the
+request carries the results of every earlier call; providers reject it
+otherwise), and the end of a model call that asked for no tool at all. It never
+stops an agent between the third and the seventh result of a batch of ten.
+
+Agents nest: a tool may run a sub-agent or a summariser that calls the model
+itself. Such a model call is *inside* the outer batch, so it is no cut point for
+the session: a stop that becomes due there waits for the outer agent's next
+model call. A call is known to be nested when it runs under an open tool span
+of the session, or, for a tool the guard cannot see, when its request answers
+none of the tool calls the outer agent has open (a sub-agent's conversation is
+its own). So a stop never waits on a tool the guard cannot see, and never cuts
+a batch a level further out.
 
 Each probe has an escalation ladder (policy ``[escalation]``):
 
@@ -63,7 +73,7 @@ class _Armed:
 class Enforcer:
     """One session's enforcement state. The processor calls it under the session's lock."""
 
-    __slots__ = ("_ladder", "_armed", "_recent", "pending_stop", "interrupts", "stopped")
+    __slots__ = ("_ladder", "_armed", "_recent", "_outer_open", "pending_stop", "interrupts", "stopped")
 
     def __init__(self, ladder: Mapping[str, tuple[str, ...]]):
         self._ladder = ladder
@@ -72,6 +82,28 @@ class Enforcer:
         self.pending_stop: tuple[str, str] | None = None  # (stop_reason, detail), honoured at the next cut point
         self.interrupts: set[str] = set()
         self.stopped: str | None = None  # the reason the guard ended the turn, once it did
+        # Call ids the agent's last own model call asked for, while their results are
+        # outstanding; None when there are none or their ids are unknown.
+        self._outer_open: frozenset[str] | None = None
+
+    # --- model calls: which ones are the agent's own turns (cut points) ------------------------
+    def begin_model_call(self, in_tool: bool, answered_ids: frozenset[str] | None) -> bool:
+        """True when a model call about to start is the agent's own next turn (a cut
+        point); False for one made inside a tool (a sub-agent)."""
+        if in_tool:
+            return False
+        open_calls = self._outer_open
+        if open_calls and answered_ids is not None and open_calls.isdisjoint(answered_ids):
+            return False  # answers none of the open calls: an agent inside a tool we cannot see
+        self._outer_open = None  # the request carries every result
+        return True
+
+    def end_model_call(self, in_tool: bool, tool_calls: int, call_ids: tuple[str, ...]) -> bool:
+        """Record what an ended model call asked for; True when it was the agent's own turn."""
+        if in_tool or self._outer_open:
+            return False
+        self._outer_open = frozenset(call_ids) if tool_calls and len(call_ids) >= tool_calls else None
+        return True
 
     # --- fed by the processor, as steps are judged -----------------------------------------
     def on_step(self, step: Step) -> None:
@@ -113,10 +145,8 @@ class Enforcer:
             return Intervention(armed.probe, armed.message)
         return None
 
-    def stop_due(self, totals: SessionTotals, profile: Profile, open_tool_calls: int) -> tuple[str, str] | None:
-        """The stop to raise now, if this is a safe cut point and one is due."""
-        if open_tool_calls > 0:
-            return None  # mid-batch: never cut here
+    def stop_due(self, totals: SessionTotals, profile: Profile) -> tuple[str, str] | None:
+        """The stop to raise at a cut point, if one is due."""
         for reason in INTERRUPT_PRIORITY:
             if reason in self.interrupts:
                 return reason, f"{reason} on request"

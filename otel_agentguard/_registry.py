@@ -40,6 +40,11 @@ def unregister(processor: AgentGuardSpanProcessor) -> None:
         _processors.discard(processor)
 
 
+def live_session_counts() -> list[int]:
+    """Live sessions per processor, read without any lock (safe in a signal handler)."""
+    return [processor.live_session_count() for processor in list(_processors)]
+
+
 def processors() -> tuple[AgentGuardSpanProcessor, ...]:
     with _lock:
         return tuple(_processors)

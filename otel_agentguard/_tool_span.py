@@ -23,16 +23,29 @@ _MAX_CAPTURED_CHARS = 64 * 1024
 
 
 def tool_start_attributes(
-    name: str, arguments: Any, policy: Policy, *, effect: str | None = None, call_id: str | None = None
+    name: str,
+    arguments: Any,
+    policy: Policy,
+    *,
+    effect: str | None = None,
+    call_id: str | None = None,
+    declared: frozenset[str] | None = None,
 ) -> dict[str, Any]:
+    """``declared``: the tool's parameter names, when known; only those are exported as
+    argument keys (a ``**kwargs`` key may be anything, an e-mail address or a secret)."""
     fingerprint = policy.fingerprinter(name).arguments(arguments)
+    keys = [key for key in fingerprint.keys if (key in declared if declared is not None else _plain_name(key))]
     attributes: dict[str, Any] = {
         A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
         A.GEN_AI_TOOL_NAME: name,
         A.TOOL_ARGS_FINGERPRINT: fingerprint.fingerprint,
-        A.TOOL_ARGS_KEYS: list(fingerprint.keys),
+        A.TOOL_ARGS_KEYS: keys,
         A.TOOL_ARGS_SIZE: fingerprint.size,
     }
+    if len(keys) < len(fingerprint.keys):
+        attributes[A.TOOL_ARGS_UNDECLARED_KEYS] = len(fingerprint.keys) - len(keys)
+    if fingerprint.opaque:
+        attributes[A.TOOL_ARGS_OPAQUE] = True
     chosen = policy.effect(name, effect)
     if chosen:
         attributes[A.TOOL_EFFECT] = chosen
@@ -41,6 +54,14 @@ def tool_start_attributes(
     if capture_content():
         attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = _as_text(arguments)
     return attributes
+
+
+_MAX_KEY_CHARS = 64
+
+
+def _plain_name(key: str) -> bool:
+    """An argument name as a schema would declare it; other keys are counted, not exported."""
+    return len(key) <= _MAX_KEY_CHARS and key.isidentifier()
 
 
 def tool_result_attributes(name: str, result: Any, policy: Policy) -> dict[str, Any]:

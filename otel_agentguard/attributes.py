@@ -13,6 +13,11 @@ SEQUENCE = "agentguard.sequence"
 TOOL_ARGS_FINGERPRINT = "agentguard.tool.args.fingerprint"
 TOOL_ARGS_KEYS = "agentguard.tool.args.keys"
 TOOL_ARGS_SIZE = "agentguard.tool.args.size"
+# The arguments held a value the guard does not read (an arbitrary object): the fingerprint is
+# unique to the call, so the step never counts as a repeat.
+TOOL_ARGS_OPAQUE = "agentguard.tool.args.opaque"
+# How many argument keys were not exported: **kwargs keys, or keys that are not plain names.
+TOOL_ARGS_UNDECLARED_KEYS = "agentguard.tool.args.undeclared_keys"
 TOOL_RESULT_FINGERPRINT = "agentguard.tool.result.fingerprint"
 # True when the tool returned nothing useful (None, "", [], {} or a mapping of
 # only empty values). Lets error_streak judge results without their content.

@@ -19,7 +19,10 @@ a hook is contained like any other: only ``AgentStopped`` leaves.
 
 from __future__ import annotations
 
-from otel_agentguard import _internal_errors, _registry
+import sys
+from typing import Any
+
+from otel_agentguard import _internal_errors, _readable, _registry
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
 
@@ -40,13 +43,15 @@ def before_tool_call(args_fingerprint: str | None, session_id: str | None = None
     return None
 
 
-def before_model_call(session_id: str | None = None) -> str | None:
+def before_model_call(session_id: str | None = None, answered_ids: frozenset[str] | None = None) -> str | None:
+    """``answered_ids``: ids of the tool calls whose results the request carries, when known
+    (see :func:`answered_tool_call_ids`)."""
     note = None
     for processor in _registry.processors():
         if processor.mode != "enforce":
             continue
         try:
-            note = processor.before_model_call(session_id) or note
+            note = processor.before_model_call(session_id, answered_ids) or note
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate
@@ -54,13 +59,57 @@ def before_model_call(session_id: str | None = None) -> str | None:
     return note
 
 
-def after_model_call(session_id: str | None = None) -> None:
+def after_model_call(session_id: str | None = None, tool_calls: int | None = None,
+                     call_ids: tuple[str, ...] = ()) -> None:
+    """``tool_calls`` and ``call_ids``: what the response asked for, when known."""
     for processor in _registry.processors():
         if processor.mode != "enforce":
             continue
         try:
-            processor.after_model_call(session_id)
+            processor.after_model_call(session_id, tool_calls, call_ids)
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.after_model", exc)
+
+
+_ANSWER_KEYS = (("role", "tool", "tool_call_id"), ("type", "function_call_output", "call_id"))
+
+
+def answered_tool_call_ids(messages: Any) -> frozenset[str] | None:
+    """The tool call ids a request's history answers, in the OpenAI (chat and responses)
+    and Anthropic formats, or LangChain ``ToolMessage`` objects; None when it cannot tell.
+
+    Reads plain dicts and LangChain messages only: the history is the application's,
+    and the guard runs none of its code.
+    """
+    if type(messages) is not list:
+        return None
+    answered: set[str] = set()
+    for message in messages[:_MAX_MESSAGES]:
+        if type(message) is dict:
+            for field, value, id_key in _ANSWER_KEYS:
+                if message.get(field) == value and type(message.get(id_key)) is str:
+                    answered.add(message[id_key])
+            content = message.get("content")
+            if message.get("role") == "user" and type(content) is list:
+                for block in content[:_MAX_MESSAGES]:
+                    if type(block) is dict and block.get("type") == "tool_result" and type(block.get("tool_use_id")) is str:
+                        answered.add(block["tool_use_id"])
+        else:
+            call_id = _langchain_tool_call_id(message)
+            if call_id is not None:
+                answered.add(call_id)
+    return frozenset(answered)
+
+
+_MAX_MESSAGES = 10_000
+
+
+def _langchain_tool_call_id(message: Any) -> str | None:
+    messages = sys.modules.get("langchain_core.messages.tool")
+    tool_message = getattr(messages, "__dict__", {}).get("ToolMessage") if messages is not None else None
+    if tool_message is None or tool_message not in _readable.mro(type(message)):
+        return None
+    call_id = message.__dict__.get("tool_call_id")
+    return call_id if type(call_id) is str else None

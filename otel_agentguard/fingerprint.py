@@ -37,22 +37,21 @@ values that differ only beyond those bounds share a fingerprint.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import decimal
 import enum
 import hashlib
-import json
+import itertools
 import json.encoder
 import logging
 import os
 import re
 import threading
 import uuid
-from collections.abc import Mapping
-from pathlib import PurePath
+from pathlib import Path, PosixPath, PurePath, PurePosixPath, PureWindowsPath, WindowsPath
 from typing import Any, NamedTuple
 
+from otel_agentguard import _readable
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
 
 logger = logging.getLogger(__name__)
@@ -181,18 +180,18 @@ def _decimal_text(value: decimal.Decimal) -> str:
     return _number_text(float(value))
 
 
-_MAX_LABELS = 4096  # quoted keys remembered per tool
-_MAX_NODES = 50_000  # beyond this many nested values a form ends in a fixed marker (bounds the cost)
+_MAX_NODES = 50_000  # values (container entries) read per call, every container kind together
+_MAX_TEXT = 4 << 20  # characters of strings plus bytes of buffers read per call
+_MAX_LABELS = 8192  # quoted keys remembered, for all tools together
+_MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
 
+# Argument keys repeat across calls: their JSON-quoted labels are remembered (bounded,
+# shared by every tool so memory does not grow with the number of tools).
+_labels: dict[str, str] = {}
 
-class _Walk:
-    """Per-call state: the containers on the current path (cycles) and the nodes left."""
-
-    __slots__ = ("active", "left")
-
-    def __init__(self) -> None:
-        self.active: set[int] = set()
-        self.left = _MAX_NODES
+_DATETIMES = (datetime.datetime, datetime.time)
+_PATHS = frozenset({PurePath, PurePosixPath, PureWindowsPath, Path, PosixPath, WindowsPath})
+_STR_ONLY = frozenset({str})
 
 
 def _str_text(value: str) -> str:
@@ -220,12 +219,41 @@ def _scalar_text(value: Any) -> str | None:
     return None
 
 
-def _failure(value: Any) -> str:
-    try:
-        name = type(value).__qualname__
-    except Exception:  # deliberate: even the type may be unreadable
-        name = "?"
-    return "!" + _quote(str(name))
+def _label(key: str) -> str:
+    label = _labels.get(key)
+    if label is None:
+        label = _quote(key) + ":"
+        if len(key) <= _MAX_LABEL_CHARS and len(_labels) < _MAX_LABELS:
+            _labels[key] = label
+    return label
+
+
+class _Walk:
+    """Per-call state: containers on the current path (cycles), what is left of the
+    budgets, and whether anything was opaque or cut off."""
+
+    __slots__ = ("active", "left", "text_left", "opaque", "truncated")
+
+    def __init__(self) -> None:
+        self.active: set[int] = set()
+        self.left = _MAX_NODES
+        self.text_left = _MAX_TEXT
+        self.opaque = False
+        self.truncated = False
+
+    def spend(self, count: int) -> int:
+        """Take up to ``count`` values from the budget; returns how many may be read."""
+        granted = count if count <= self.left else max(self.left, 0)
+        self.left -= granted
+        if granted < count:
+            self.truncated = True
+        return granted
+
+
+def _opaque(walk: _Walk) -> str:
+    # Unique to this call, so an unreadable argument never makes two calls look alike.
+    walk.opaque = True
+    return "?" + os.urandom(8).hex()
 
 
 class _Canonicalizer:
@@ -233,82 +261,94 @@ class _Canonicalizer:
     one spelling, and markers (never valid JSON) for values JSON cannot hold.
 
     The hot path handles plain dicts and lists of str/int/float/bool/None inline, one
-    Python frame per nesting level; everything else goes through ``_other``.
+    Python frame per nesting level; everything else goes through ``_other``, which
+    reads only what :mod:`otel_agentguard._readable` allows.
     """
 
-    __slots__ = ("_noise", "_unordered", "_labels")
+    __slots__ = ("_noise", "_unordered")
 
     def __init__(self, noise_keys: frozenset[str], unordered_keys: frozenset[str]):
         self._noise = noise_keys
         self._unordered = unordered_keys
-        # key -> its quoted label ('"key":'), or None for a noise key. Argument keys
-        # repeat across calls of a tool, so most are looked up, not quoted (bounded).
-        self._labels: dict[str, str | None] = {}
 
     def form(self, value: Any) -> str:
         return self.root(value)[0]
 
-    def root(self, value: Any) -> tuple[str, tuple[str, ...] | None]:
+    def root(self, value: Any, walk: _Walk | None = None) -> tuple[str, tuple[str, ...] | None]:
         """The form and, for a dict whose keys are all plain strings, its sorted keys."""
+        walk = walk or _Walk()
         try:
-            if type(value) is dict:
-                return self._dict(value, 0, _Walk(), True)
-            text = _scalar_text(value)
-            if text is None:
-                text = self._value(value, 0, _Walk(), False)
-            return text, None
+            if type(value) is dict or dict in _readable.mro(type(value)):
+                form, keys = self._dict(value, 0, walk, True)
+                return form, keys if keys is not None else self._key_texts(value, walk)
+            return self._value(value, 0, walk, False), None
         except Exception:  # deliberate: a fingerprint must never break the caller
-            return _failure(value), None
+            return _opaque(walk), None
 
     def _value(self, value: Any, depth: int, walk: _Walk, unordered: bool) -> str:
+        kind = type(value)
+        if kind is str:
+            return self._str(value, walk)
         text = _scalar_text(value)
         if text is not None:
             return text
         if depth >= _MAX_DEPTH:
+            walk.truncated = True
             return "~"
-        kind = type(value)
         if kind is dict:
             return self._dict(value, depth, walk, False)[0]
         if kind is list or kind is tuple:
             return self._sequence(value, depth, walk, unordered)
         return self._other(value, depth, walk, unordered)
 
+    def _str(self, value: str, walk: _Walk) -> str:
+        readable = walk.text_left
+        walk.text_left -= len(value)
+        if walk.text_left >= 0:
+            return _str_text(value)
+        # Over the text budget: a digest of what fits, and the length.
+        walk.truncated = True
+        head = value[: max(readable, 0)].encode("utf-8", "surrogatepass")
+        return "…" + hashlib.blake2b(head, digest_size=16).hexdigest() + str(len(value))
+
     def _dict(self, value: dict[Any, Any], depth: int, walk: _Walk, want_keys: bool) -> tuple[str, Any]:
         marker = id(value)
         active = walk.active
         if marker in active:
             return "@", None
-        walk.left -= len(value)
-        try:
-            entries = sorted(value.items())  # keys are unique: values are never compared
-        except Exception:  # keys of several types (or odd ones): the general path sorts them as text
-            entries = None
-        if walk.left < 0 or entries is None or (entries and type(entries[0][0]) is not str):
-            walk.left += len(value)
-            return self._mapping(value.items(), depth, walk, value), None
-        # Sorted without error and the first is a str: every key is a str (or a subclass).
+        size = dict.__len__(value)
+        readable = walk.spend(size)
+        if readable == size:
+            entries = list(dict.items(value))
+        else:  # over the budget: the first entries, in insertion order, and a marker
+            entries = list(itertools.islice(dict.items(value), readable))
+        # Only exact-str keys are sorted directly: a key class may define its own __lt__.
+        if not set(map(type, [key for key, _ in entries])) <= _STR_ONLY:
+            walk.left += readable
+            return self._mapping(value, depth, walk), None
+        entries.sort()  # keys are unique: values are never compared
         active.add(marker)
         try:
-            labels = self._labels
+            noise = self._noise
             unordered = self._unordered
             child_depth = depth + 1
-            plain = True
             parts = []
             for key, item in entries:
-                if type(key) is not str:
-                    plain = False
-                    key = str.__str__(key)
-                label = labels.get(key, False)
-                if label is False:
-                    label = self._label(key)
-                if label is None:
-                    continue  # a noise key
+                if key in noise:
+                    continue
+                label = _labels.get(key) or _label(key)
                 kind = type(item)
+                # The scalar dispatch of _value, written out: a call per value is the cost
+                # this hot path exists to avoid (the same in _sequence).
                 if kind is str:
-                    if item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                    if len(item) > walk.text_left:
+                        text = self._str(item, walk)
                     else:
-                        text = _quote(item)
+                        walk.text_left -= len(item)
+                        if item and item[0] in _NUMBER_START:
+                            text = _numeric_string(item) or _quote(item)
+                        else:
+                            text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:
@@ -318,6 +358,7 @@ class _Canonicalizer:
                 elif kind is bool:
                     text = "true" if item else "false"
                 elif child_depth >= _MAX_DEPTH:
+                    walk.truncated = True
                     text = "~"
                 else:
                     try:
@@ -327,42 +368,41 @@ class _Canonicalizer:
                             text = self._sequence(item, child_depth, walk, key in unordered)
                         else:
                             text = self._other(item, child_depth, walk, key in unordered)
-                    except Exception:  # deliberate: the siblings still tell calls apart
-                        text = _failure(item)
+                    except Exception:  # deliberate: unreadable, so unique to this call
+                        text = _opaque(walk)
                 parts.append(label + text)
         finally:
             active.discard(marker)
-        keys = tuple([key for key, _ in entries]) if want_keys and plain else None
+        keys = tuple([key for key, _ in entries]) if want_keys else None
+        if readable < size:
+            parts.append("…")
         return "{" + ",".join(parts) + "}", keys
 
-    def _label(self, key: str) -> str | None:
-        label = None if key in self._noise else _quote(key) + ":"
-        if len(self._labels) < _MAX_LABELS:
-            self._labels[key] = label
-        return label
-
     def _sequence(self, items: Any, depth: int, walk: _Walk, unordered: bool) -> str:
+        """An exact list or tuple (a subclass is copied into a bounded list first)."""
         marker = id(items)
         active = walk.active
         if marker in active:
             return "@"
-        walk.left -= len(items)
-        if walk.left < 0:
-            walk.left += len(items)
-            return self._sequence_over_budget(items, depth, walk, unordered)
+        count = len(items)
+        readable = walk.spend(count)
+        if readable < count:
+            items = items[:readable]
         active.add(marker)
         try:
             child_depth = depth + 1
             texts = []
             for item in items:
-                # The same scalar dispatch as in _dict, written out again on purpose: a call per
-                # value is the cost this hot path exists to avoid.
                 kind = type(item)
                 if kind is str:
-                    if item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                    if len(item) > walk.text_left:
+                        text = self._str(item, walk)
                     else:
-                        text = _quote(item)
+                        walk.text_left -= len(item)
+                        if item and item[0] in _NUMBER_START:
+                            text = _numeric_string(item) or _quote(item)
+                        else:
+                            text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:
@@ -372,6 +412,7 @@ class _Canonicalizer:
                 elif kind is bool:
                     text = "true" if item else "false"
                 elif child_depth >= _MAX_DEPTH:
+                    walk.truncated = True
                     text = "~"
                 else:
                     try:
@@ -381,127 +422,191 @@ class _Canonicalizer:
                             text = self._sequence(item, child_depth, walk, False)
                         else:
                             text = self._other(item, child_depth, walk, False)
-                    except Exception:  # deliberate: the siblings still tell calls apart
-                        text = _failure(item)
+                    except Exception:  # deliberate: unreadable, so unique to this call
+                        text = _opaque(walk)
                 texts.append(text)
         finally:
             active.discard(marker)
         if unordered:
             texts.sort()
+        if readable < count:
+            texts.append("…")  # over budget: the rest of a huge list compares equal
         return "[" + ",".join(texts) + "]"
 
-    def _child(self, value: Any, depth: int, walk: _Walk, unordered: bool) -> str:
-        """The form of one nested value (general path); if it fails, only it becomes a marker."""
-        walk.left -= 1
-        if walk.left < 0:
-            return "…"  # a huge value: everything past the budget compares equal
-        try:
-            return self._value(value, depth, walk, unordered)
-        except Exception:  # deliberate: the siblings still tell calls apart
-            return _failure(value)
+    def _mapping(self, value: dict[Any, Any], depth: int, walk: _Walk) -> str:
+        """A dict with keys that are not all plain strings, or too big to read whole.
 
-    def _sequence_over_budget(self, items: Any, depth: int, walk: _Walk, unordered: bool) -> str:
-        marker = id(items)
+        Keys are compared as text (JSON's rule: the key 1 and the key "1" are one key);
+        when two keys of one dict share a text, their kinds tell them apart.
+        """
+        marker = id(value)
+        if marker in walk.active:
+            return "@"
+        size = dict.__len__(value)
+        readable = walk.spend(size)
         walk.active.add(marker)
         try:
-            texts = []
-            for item in items:
-                if walk.left < 0:
-                    texts.append("…")  # over budget: the rest of a huge list compares equal
-                    break
-                texts.append(self._child(item, depth + 1, walk, False))
+            entries = []
+            for key, item in itertools.islice(dict.items(value), readable):
+                name, kind = self._key_text(key, walk)
+                if name in self._noise:
+                    continue
+                entries.append((name, kind, self._child(item, depth + 1, walk, name in self._unordered)))
         finally:
             walk.active.discard(marker)
-        if unordered:
-            texts.sort()
-        return "[" + ",".join(texts) + "]"
+        names = [name for name, _, _ in entries]
+        if len(set(names)) < len(names):
+            entries = [(name if kind == "s" else f"{name}\x00{kind}", kind, text) for name, kind, text in entries]
+        entries.sort()
+        parts = [_quote(name) + ":" + text for name, _, text in entries]
+        if readable < size:
+            parts.append("…")
+        return "{" + ",".join(parts) + "}"
 
-    def _mapping(self, items: Any, depth: int, walk: _Walk, owner: Any) -> str:
-        """Any mapping (general path): keys as text, noise dropped, entries sorted by key text."""
+    def _fields(self, fields: list[tuple[str, Any]], depth: int, walk: _Walk, owner: Any) -> str:
+        """Named fields of a dataclass or model, written like a dict of them."""
         marker = id(owner)
         if marker in walk.active:
             return "@"
         walk.active.add(marker)
         try:
-            entries = []
-            for key, item in items:
-                name = key if type(key) is str else self._key_text(key)
-                if name in self._noise:
-                    continue
-                entries.append((name, self._child(item, depth + 1, walk, name in self._unordered)))
-            entries.sort()
+            readable = walk.spend(len(fields))
+            entries = sorted(
+                (name, self._child(item, depth + 1, walk, name in self._unordered))
+                for name, item in fields[:readable] if name not in self._noise
+            )
         finally:
             walk.active.discard(marker)
-        return "{" + ",".join([_quote(name) + ":" + text for name, text in entries]) + "}"
+        parts = [_quote(name) + ":" + text for name, text in entries]
+        if readable < len(fields):
+            parts.append("…")
+        return "{" + ",".join(parts) + "}"
 
-    def _key_text(self, key: Any) -> str:
-        # JSON keys are text: the key 1 and the key "1" are the same key.
-        if isinstance(key, str):
-            return str.__str__(key)
-        if isinstance(key, bool):
-            return "true" if key else "false"
-        if isinstance(key, int):
-            return _int_text(int(key))
-        if isinstance(key, float):
-            return _number_text(float(key))
+    def _child(self, value: Any, depth: int, walk: _Walk, unordered: bool) -> str:
+        """The form of one nested value (general path); if it fails, only it becomes opaque."""
+        try:
+            return self._value(value, depth, walk, unordered)
+        except Exception:  # deliberate: the siblings still tell calls apart
+            return _opaque(walk)
+
+    def _key_texts(self, value: dict[Any, Any], walk: _Walk) -> tuple[str, ...]:
+        """The sorted texts of a dict's keys that are strings or numbers (bounded)."""
+        texts = []
+        for key in itertools.islice(dict.__iter__(value), _MAX_LABELS):
+            text, kind = self._key_text(key, walk)
+            if kind != "o":
+                texts.append(text)
+        return tuple(sorted(texts))
+
+    def _key_text(self, key: Any, walk: _Walk) -> tuple[str, str]:
+        """A dict key as JSON text, and its kind (to tell apart keys that share a text)."""
+        kind = type(key)
+        if kind is str:
+            return key, "s"
         if key is None:
-            return "null"
-        return self._value(key, _MAX_DEPTH - 1, _Walk(), False)
+            return "null", "n"
+        if kind is bool:
+            return ("true" if key else "false"), "b"
+        classes = _readable.mro(kind)
+        if str in classes:
+            return str.__str__(key), "s"
+        if int in classes:
+            return _int_text(int.__index__(key)), "i"
+        if float in classes:
+            return _number_text(float.__float__(key)), "f"
+        return self._value(key, _MAX_DEPTH - 1, walk, False), "o"
 
     def _other(self, value: Any, depth: int, walk: _Walk, unordered: bool) -> str:
-        if isinstance(value, str):  # str subclasses, StrEnum members
-            return _str_text(str.__str__(value))
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, enum.Enum):
-            return self._value(value.value, depth, walk, unordered)
-        if isinstance(value, int):
-            return _int_text(int(value))
-        if isinstance(value, float):
-            return _number_text(float(value))
-        if isinstance(value, decimal.Decimal):
+        """Every value but exact dicts, lists, tuples and JSON scalars."""
+        kind = type(value)
+        classes = _readable.mro(kind)
+        if enum.Enum in classes:
+            return self._value(object.__getattribute__(value, "_value_"), depth, walk, unordered)
+        if str in classes:  # read through str's own method: a subclass may override __str__
+            return self._str(str.__str__(value), walk)
+        if int in classes:
+            return _int_text(int.__index__(value))
+        if float in classes:
+            return _number_text(float.__float__(value))
+        if kind is complex:
+            return "%j" + _quote(complex.__repr__(value))
+        if kind is decimal.Decimal:
             return _decimal_text(value)
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            # Bytes are digested first: bounded size, and the outer hash is keyed anyway.
-            return "%b" + hashlib.blake2b(bytes(value), digest_size=16).hexdigest()
-        if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        if bytes in classes or bytearray in classes or kind is memoryview:
+            return self._bytes(value, walk)
+        if kind in _DATETIMES:
+            return "%t" + _quote(value.isoformat()) if _readable.standard_zone(value) else _opaque(walk)
+        if kind is datetime.date:
             return "%t" + _quote(value.isoformat())
-        if isinstance(value, datetime.timedelta):
+        if kind is datetime.timedelta:
             return _number_text(value.total_seconds())
-        if isinstance(value, (uuid.UUID, PurePath)):
-            return _str_text(str(value))
-        if isinstance(value, Mapping):
-            return self._mapping(value.items(), depth, walk, value)
-        if isinstance(value, (list, tuple)):
-            return self._sequence(value, depth, walk, unordered)
-        if isinstance(value, (set, frozenset)):
-            return self._sequence(list(value), depth, walk, True)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = [(f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value)]
-            return self._mapping(fields, depth, walk, value)
-        return self._object(value, depth, walk)
-
-    def _object(self, value: Any, depth: int, walk: _Walk) -> str:
-        dump = getattr(value, "model_dump", None)  # pydantic v2
-        if callable(dump):
+        if kind is uuid.UUID or kind in _PATHS:
+            return self._str(str(value), walk)
+        if dict in classes:
+            return self._dict(value, depth, walk, False)[0]
+        if list in classes or tuple in classes:
+            # A bounded copy through the builtin iterator (a subclass may override __iter__).
+            iterate = list.__iter__ if list in classes else tuple.__iter__
+            size = list.__len__(value) if list in classes else tuple.__len__(value)
+            items = list(itertools.islice(iterate(value), min(size, max(walk.left, 0) + 1)))
+            return self._sequence(items, depth, walk, unordered)
+        if set in classes or frozenset in classes:
+            iterate = set.__iter__ if set in classes else frozenset.__iter__
+            items = list(itertools.islice(iterate(value), max(walk.left, 0) + 1))
+            return self._sequence(items, depth, walk, True)
+        fields = _readable.dataclass_fields(value)
+        if fields is None:
+            fields = _readable.pydantic_fields(value)
+        if fields is not None:
+            return self._fields(fields, depth, walk, value)
+        name = _readable.qualified_name(value)
+        if name is not None:
+            return "%f" + _quote(name)
+        if not _readable.defines_python_buffer(kind):
             try:
-                dumped = dump()
-            except Exception:  # a failing model_dump must not break fingerprinting
-                dumped = None
-            if isinstance(dumped, dict):
-                return self._mapping(dumped.items(), depth, walk, value)
-        # Plain objects: their class and public state, never repr() (it may hold addresses).
-        text = "<" + _quote(type(value).__qualname__)
-        state = getattr(value, "__dict__", None)
-        if isinstance(state, dict):
-            public = [(k, v) for k, v in state.items() if isinstance(k, str) and not k.startswith("_")]
-            text += self._mapping(public, depth, walk, value)
-        return text + ">"
+                view = memoryview(value)  # C buffers only (numpy arrays): no application code
+            except (TypeError, ValueError):
+                pass
+            else:
+                with view:
+                    return self._buffer(view, walk)
+        return _opaque(walk)
+
+    def _bytes(self, value: Any, walk: _Walk) -> str:
+        # Bytes are digested first: bounded size, and the outer hash is keyed anyway.
+        with memoryview(value) as view:
+            digest = _digest(view, walk)
+        return "%b" + digest if digest is not None else _opaque(walk)
+
+    def _buffer(self, view: memoryview, walk: _Walk) -> str:
+        """A typed buffer (a numpy array): element format, shape and bounded content."""
+        if "O" in view.format:
+            return _opaque(walk)  # elements are object pointers: application objects, unread
+        digest = _digest(view, walk)
+        if digest is None:
+            return _opaque(walk)
+        return "%a" + _quote(view.format) + _quote(",".join(map(str, view.shape or ()))) + digest
+
+
+def _digest(view: memoryview, walk: _Walk) -> str | None:
+    """Digest of a buffer's bytes within the text budget; None when it cannot be read bounded."""
+    size = view.nbytes
+    if size <= walk.text_left:
+        walk.text_left -= size
+        data = view if view.c_contiguous else view.tobytes()
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+    if not view.c_contiguous:
+        return None
+    readable = max(walk.text_left, 0)
+    walk.text_left = -1
+    walk.truncated = True
+    head = view.cast("B")[:readable]
+    return hashlib.blake2b(head, digest_size=16).hexdigest() + "…" + str(size)
 
 
 def is_empty(value: Any) -> bool:
     """True for results that carry nothing: None, blank text, empty containers,
-    or a mapping whose every value is empty."""
+    or a dict whose every value is empty. Reads no application code."""
     try:
         return _is_empty(value, 0)
     except Exception:  # deliberate: unknown objects are not empty
@@ -511,21 +616,25 @@ def is_empty(value: Any) -> bool:
 def _is_empty(value: Any, depth: int) -> bool:
     if value is None:
         return True
-    if isinstance(value, str):
-        return not value.strip()
-    if isinstance(value, (list, tuple, set, frozenset, bytes, bytearray)):
-        return len(value) == 0
-    if isinstance(value, Mapping):
-        if depth > 8:
+    classes = _readable.mro(type(value))
+    if str in classes:
+        return not str.strip(value)
+    for builtin in (list, tuple, set, frozenset, bytes, bytearray):
+        if builtin in classes:
+            return builtin.__len__(value) == 0
+    if dict in classes:
+        if depth > 8 or dict.__len__(value) > 64:
             return False
-        return all(_is_empty(item, depth + 1) for item in value.values())
+        return all(_is_empty(item, depth + 1) for item in dict.values(value))
     return False
 
 
 class ArgumentsFingerprint(NamedTuple):
     fingerprint: str
-    keys: tuple[str, ...]
-    size: int
+    keys: tuple[str, ...]  # sorted top-level keys of a dict of arguments
+    size: int  # bytes of the canonical form
+    opaque: bool = False  # held a value the guard does not read: the fingerprint is unique to this call
+    truncated: bool = False  # past a budget (size, depth): values differing only there compare equal
 
 
 class Fingerprinter:
@@ -568,24 +677,14 @@ class Fingerprinter:
         return self._canonical.form(value)
 
     def arguments(self, arguments: Any) -> ArgumentsFingerprint:
-        form, keys = self._canonical.root(arguments)
+        walk = _Walk()
+        form, keys = self._canonical.root(arguments, walk)
         data = form.encode("utf-8", "surrogatepass")
         digest = self._hash_states()[1].copy()
         digest.update(data)
-        if keys is None:
-            keys = _top_level_keys(arguments)
-        return ArgumentsFingerprint(digest.hexdigest(), keys, len(data))
+        return ArgumentsFingerprint(digest.hexdigest(), keys or (), len(data), walk.opaque, walk.truncated)
 
     def result(self, result: Any) -> str:
         digest = self._hash_states()[0].copy()
         digest.update(self._canonical.form(result).encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
-
-
-def _top_level_keys(arguments: Any) -> tuple[str, ...]:
-    try:
-        if isinstance(arguments, Mapping):
-            return tuple(sorted(str(k) for k in arguments))
-    except Exception:  # deliberate: keys are a courtesy, not a requirement
-        pass
-    return ()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -61,33 +60,50 @@ def drain_all(reason: str = "drained") -> int:
     return count
 
 
+# Set by the SIGTERM handler, read at every cut point. A signal handler runs between two
+# bytecodes of whatever the main thread was doing, possibly inside one of the guard's
+# locks: so it takes no lock, logs nothing and only sets this flag.
+_sigterm_received = False
+_sigterm_logged = False
+
+
+def sigterm_received() -> bool:
+    """True once :func:`drain_on_sigterm`'s handler has run: every session drains."""
+    global _sigterm_logged
+    if _sigterm_received and not _sigterm_logged:
+        _sigterm_logged = True
+        logger.warning("SIGTERM: agent sessions drain at their next safe cut point")
+    return _sigterm_received
+
+
 class _Drainer:
     def __init__(self, previous: Any, then_exit: bool):
         self.previous = previous
         self.then_exit = then_exit
-        self.requested = threading.Event()
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        count = drain_all()
-        self.requested.set()
-        logger.warning("SIGTERM: asked %d live agent session(s) to drain at their next safe cut point", count)
+        global _sigterm_received
+        _sigterm_received = True
         if callable(self.previous):
             self.previous(signum, frame)
-        elif self.then_exit and count == 0:
+        elif self.then_exit and not any(_registry.live_session_counts()):
             raise SystemExit(128 + signum)
 
 
 def drain_on_sigterm(then_exit: bool = False) -> Callable[[], bool]:
-    """Turn SIGTERM into a drain request for every live session (call from the main thread).
+    """Turn SIGTERM into a drain of every agent session (call from the main thread).
 
-    In-flight tool batches finish; each session stops at its next safe cut point
-    with ``AgentStopped(stop_reason="drained")``, and its history stays resumable.
-    A handler installed before is still called afterwards; with ``then_exit`` and
-    no previous handler, a SIGTERM that finds no live session exits the process.
+    The handler only sets a flag (it may interrupt the guard itself, so it takes
+    no lock). In enforce mode, every session then stops at its next safe cut point
+    with ``AgentStopped(stop_reason="drained")``: in-flight tool batches finish and
+    the history stays resumable; sessions started afterwards stop at their first
+    cut point. A handler installed before is still called afterwards; with
+    ``then_exit`` and no previous handler, a SIGTERM that finds no live session
+    exits the process.
 
     Returns a function telling whether SIGTERM has been received.
     """
     previous = signal.getsignal(signal.SIGTERM)
     handler = _Drainer(previous if previous not in (signal.SIG_DFL, signal.SIG_IGN, None) else None, then_exit)
     signal.signal(signal.SIGTERM, handler)
-    return handler.requested.is_set
+    return lambda: _sigterm_received

@@ -43,6 +43,9 @@ _MAX_POLICY_BYTES = 1 << 20
 EFFECTS = ("read", "write")
 
 
+_MAX_FINGERPRINTERS = 1024  # tools past this many get a fresh fingerprinter per call
+
+
 class PolicyError(ValueError):
     """A policy that cannot be used; the message says where and why."""
 
@@ -180,7 +183,7 @@ class Policy:
         noise = self.noise_keys | (contract.noise_keys if contract else frozenset())
         unordered = contract.unordered_keys if contract else frozenset()
         found = Fingerprinter(tool_name, noise, unordered)
-        if len(self._fingerprinters) < 10_000:  # tool names come from spans: bound the cache
+        if len(self._fingerprinters) < _MAX_FINGERPRINTERS:  # tool names come from spans: bound the cache
             # setdefault is atomic: no lock, so nothing to deadlock on in a forked child.
             found = self._fingerprinters.setdefault(tool_name, found)
         return found

@@ -18,6 +18,7 @@ Every entry point therefore catches, reports once, and carries on.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -32,7 +33,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
 
-from otel_agentguard import _internal_errors, _registry
+from otel_agentguard import _internal_errors, _registry, interrupts
 from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
@@ -48,7 +49,7 @@ from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
-from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
+from otel_agentguard.steps import TOOL, Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 MODES = ("observe", "enforce")
 VERDICT_SPAN_NAME = "agentguard.verdict"
 _MAX_REMEMBERED_COUNTERS = 10_000
+_MAX_TOOL_SCOPES = 100_000
 
 
 class _Sequence:
@@ -149,6 +151,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
         # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
         self._counters: OrderedDict[str, _Sequence] = OrderedDict()
         self._counters_lock = threading.Lock()
+        # Span ids of open tool steps and of every span under one: a model call made there is
+        # a sub-agent's, inside the outer batch, so it is no cut point. Bounded (leaked spans).
+        self._tool_scopes: dict[int, None] = {}
         self._shut_down = False
         _registry.register(self)
         if hasattr(os, "register_at_fork"):
@@ -168,6 +173,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._store = self._new_store()
         self._counters = OrderedDict()
         self._counters_lock = threading.Lock()
+        self._tool_scopes = {}
 
     # --- SpanProcessor -----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -222,6 +228,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
         stamp_session = attrs.get(A.SESSION_ID) != session_id  # absent, or a foreign non-string value
+        if kind == TOOL or (self._tool_scopes and _parent_span_id(parent_context) in self._tool_scopes):
+            self._enter_tool_scope(span)
         if kind is None and not is_session_span:
             if stamp_session:
                 span.set_attribute(A.SESSION_ID, session_id)
@@ -252,6 +260,15 @@ class AgentGuardSpanProcessor(SpanProcessor):
         elif stamp_session:
             span.set_attribute(A.SESSION_ID, session_id)
 
+    def _enter_tool_scope(self, span: Span) -> None:
+        scopes = self._tool_scopes
+        scopes[span.get_span_context().span_id] = None
+        if len(scopes) > _MAX_TOOL_SCOPES:
+            scopes.pop(next(iter(scopes)), None)  # the oldest: a span that never ended
+
+    def _in_tool_scope(self) -> bool:
+        return bool(self._tool_scopes) and trace.get_current_span().get_span_context().span_id in self._tool_scopes
+
     def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int,
                      implicit: bool = False) -> _Session:
         profile = attrs.get(A.PROFILE) or (context_session.profile if context_session else None)
@@ -269,6 +286,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         session_id = attrs.get(A.SESSION_ID)
         if session_id is None or attrs.get(A.VERDICT):
             return
+        if self._tool_scopes:
+            self._tool_scopes.pop(span.get_span_context().span_id, None)
         session = self._store.get(session_id)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
@@ -353,15 +372,26 @@ class AgentGuardSpanProcessor(SpanProcessor):
         with session.lock:
             return session.enforcer.before_tool(args_fingerprint)
 
-    def before_model_call(self, session_id: str | None = None) -> str | None:
-        """Raise :class:`AgentStopped` if a stop is due at this cut point; else the
-        remaining-budget note for the model when the policy asks for one."""
+    def before_model_call(self, session_id: str | None = None,
+                          answered_ids: frozenset[str] | None = None) -> str | None:
+        """Raise :class:`AgentStopped` if a stop is due and this call is a cut point;
+        else the remaining-budget note for the model when the policy asks for one.
+
+        ``answered_ids``: the tool call ids whose results the request carries (None
+        when the caller cannot tell); they tell a sub-agent's call inside a tool the
+        guard cannot see from the agent's own next turn.
+        """
         session = self._session_in_context(session_id)
         if session is None or session.enforcer is None:
             return None
+        in_tool = self._in_tool_scope()
         with session.lock:
             totals = session.judge.totals
-            due = session.enforcer.stop_due(totals, session.judge.profile, totals.open_tool_calls)
+            enforcer = session.enforcer
+            if interrupts.sigterm_received():
+                enforcer.interrupts.add(A.DRAINED)
+            cut_point = enforcer.begin_model_call(in_tool, answered_ids)
+            due = enforcer.stop_due(totals, session.judge.profile) if cut_point else None
         if due is not None:
             self._stop(session, *due)
         if not self.policy.budget_note:
@@ -370,14 +400,24 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return (f"[otel_agentguard] Step {totals.steps + 1} of {session.judge.profile.max_steps}: {left} left. "
                 f"If you cannot make progress, call {self.policy.finish_tool} with what you have.")
 
-    def after_model_call(self, session_id: str | None = None) -> None:
+    def after_model_call(self, session_id: str | None = None, tool_calls: int | None = None,
+                         call_ids: tuple[str, ...] = ()) -> None:
         """Raise :class:`AgentStopped` when the answer just judged must not be delivered
-        (a fake completion): the balance is zero, so this is a safe cut point."""
+        (a fake completion). Only the agent's own answer that asks for no tool is a cut
+        point here; a sub-agent's answer inside a tool is not.
+
+        ``tool_calls``: how many tool calls the response asked for (None: as judged);
+        ``call_ids``: their ids, as far as known.
+        """
         session = self._session_in_context(session_id)
         if session is None or session.enforcer is None:
             return
+        in_tool = self._in_tool_scope()
         with session.lock:
-            due = session.enforcer.pending_stop if session.judge.totals.open_tool_calls == 0 else None
+            if tool_calls is None:
+                tool_calls = session.judge.totals.open_tool_calls
+            own_turn = session.enforcer.end_model_call(in_tool, tool_calls, call_ids)
+            due = session.enforcer.pending_stop if own_turn and tool_calls == 0 else None
         if due is not None:
             self._stop(session, *due)
 
@@ -391,6 +431,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     def live_session_ids(self) -> list[str]:
         return self._store.keys()
+
+    def live_session_count(self) -> int:
+        """Lock-free (a signal handler may ask)."""
+        return len(self._store)
 
     def _stop_pending(self, session: _Session) -> bool:
         return session.enforcer is not None and session.enforcer.pending_stop is not None
@@ -586,6 +630,10 @@ def _same_step_as_parent(kind: str, attrs: Any, parent_context: Context | None) 
     return nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs)
 
 
+def _parent_span_id(parent_context: Context | None) -> int:
+    return trace.get_current_span(parent_context).get_span_context().span_id
+
+
 def _parent_session(parent_context: Context | None) -> str | None:
     """The session of the parent span, when it is one of ours (stamped at its start)."""
     parent = trace.get_current_span(parent_context)
@@ -605,14 +653,15 @@ def _resolve_mode(mode: str | None) -> str:
 
 
 def _env_number(name: str, default: Any, kind: type) -> Any:
+    """A positive, finite number from the environment; anything else is refused with one warning."""
     raw = os.environ.get(name)
     if not raw:
         return default
     try:
-        value = kind(raw)
-        if value <= 0:
-            raise ValueError
-        return value
+        value = kind(raw.strip())
     except ValueError:
-        logger.warning("%s=%r is not a positive number: using %s", name, raw, default)
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        logger.warning("%s=%r is not a positive finite number: using the default %s", name, raw, default)
         return default
+    return value

@@ -70,6 +70,11 @@ def tool(
             signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             signature = None
+        # Only declared parameter names are exported as argument keys; **kwargs keys are counted.
+        declared = frozenset(
+            key for key, parameter in (signature.parameters.items() if signature else ())
+            if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        ) | ({"args"} if signature is None else frozenset())
         tracer = GuardTracer(tracer_provider, f"@ag.tool {tool_name!r}")
         span_name = f"{A.OP_EXECUTE_TOOL} {tool_name}"
 
@@ -79,7 +84,7 @@ def tool(
             try:
                 policy = active_policy()
                 attributes = tool_start_attributes(
-                    tool_name, _arguments(signature, args, kwargs), policy, effect=effect
+                    tool_name, _arguments(signature, args, kwargs), policy, effect=effect, declared=declared
                 )
                 attributes["gen_ai.tool.type"] = "function"
             except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on

@@ -329,3 +329,38 @@ def test_interrupt_is_honoured_at_the_cut_point_from_another_thread(enforced):
                 agent.run()
     assert stopped.value.stop_reason == "dispatched" and not stopped.value.resumable
     assert enforced.session_span("remote").attributes[A.STOP_REASON] == "dispatched"
+
+
+@pytest.mark.parametrize("form", ["sync", "async", "helper"])
+def test_a_streamed_fake_completion_is_stopped_when_the_stream_ends(enforced, form):
+    """The text has already reached the caller chunk by chunk: the stop comes at the end of the stream."""
+    script = turns(Turn.call("get_order", order="A1"), Turn.answer("Your refund has been submitted."))
+    session_id = f"fake-stream-{form}"
+    with ScriptedModelServer(script) as server:
+        agent = Agent(enforced, server)
+        with pytest.raises(ag.AgentStopped) as stopped:
+            with enforced.session(session_id):
+                agent.run(max_turns=1)  # the tool turn, plain
+                pieces = []
+                if form == "sync":
+                    for chunk in agent.client.chat.completions.create(model="gpt-4o", messages=agent.messages,
+                                                                      stream=True):
+                        pieces.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+                elif form == "async":
+                    import asyncio
+
+                    async def read() -> None:
+                        client = openai.AsyncOpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+                        stream = await client.chat.completions.create(model="gpt-4o", messages=agent.messages,
+                                                                      stream=True)
+                        async for chunk in stream:
+                            pieces.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+
+                    asyncio.run(read())
+                else:
+                    with agent.client.chat.completions.stream(model="gpt-4o", messages=agent.messages) as stream:
+                        for event in stream:
+                            pieces.append(getattr(event, "delta", "") if event.type == "content.delta" else "")
+        assert "".join(pieces) == "Your refund has been submitted."  # delivered before the end
+    assert stopped.value.stop_reason == "fake_completion"
+    assert enforced.verdict(session_id).stop_reason == "fake_completion"

@@ -87,7 +87,7 @@ def test_the_inline_dict_path_writes_what_the_general_path_writes(value: dict[st
                                                                   unordered: frozenset[str]) -> None:
     canonical = _Canonicalizer(DEFAULT_NOISE_KEYS, unordered)
     fast = canonical._dict(value, 0, _Walk(), False)[0]
-    general = canonical._mapping(value.items(), 0, _Walk(), value)
+    general = canonical._mapping(value, 0, _Walk())
     assert fast == general
 
 

@@ -27,6 +27,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.enforcement import after_model_call
 from otel_agentguard.steps import FINAL_FINISH_REASONS
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
@@ -42,6 +43,7 @@ class ModelResult:
     output_tokens: int | None = None
     finish_reasons: list[str] = field(default_factory=list)
     tool_calls: int = 0
+    tool_call_ids: list[str] = field(default_factory=list)  # as far as the response names them
     text: str = ""
 
     def add_text(self, piece: str | None) -> None:
@@ -61,12 +63,22 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "_done")
+    __slots__ = ("span", "owned", "result", "_done")
 
     def __init__(self, span: Span, owned: bool):
         self.span = span
         self.owned = owned
+        self.result: ModelResult | None = None
         self._done = False
+
+    def after(self, session_id: str | None = None) -> None:
+        """Enforce mode, once the call has finished: raise :class:`AgentStopped` when the
+        answer must not be delivered (see :func:`otel_agentguard.enforcement.after_model_call`)."""
+        result = self.result
+        if result is None:
+            after_model_call(session_id)
+        else:
+            after_model_call(session_id, result.tool_calls, tuple(result.tool_call_ids))
 
     @classmethod
     def start(
@@ -141,6 +153,7 @@ class ModelCall:
         if self._done:
             return
         self._done = True
+        self.result = result
         try:
             if result is not None and self.span.is_recording():
                 self.span.set_attributes(response_attributes(result))

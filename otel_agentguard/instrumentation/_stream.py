@@ -25,11 +25,15 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         on_chunk: Callable[[Any], None],
         on_done: Callable[[BaseException | None], None],
         on_abandoned: Callable[[], None] | None = None,
+        on_exhausted: Callable[[], None] | None = None,
     ):
         super().__init__(stream)
         self._self_on_chunk = on_chunk
         self._self_on_done = on_done
         self._self_on_abandoned = on_abandoned
+        # Enforce mode: runs once the whole answer was read and judged, and may raise
+        # AgentStopped (a refused answer) in place of the end of the stream.
+        self._self_on_exhausted = on_exhausted
         self._self_done = False
         self._self_manager: Any = None  # a stream manager whose __enter__ gave us the stream
 
@@ -38,6 +42,12 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
             self._self_on_chunk(chunk)
         except Exception as exc:  # deliberate: a chunk we cannot read is the guard's loss only
             _internal_errors.report("stream.chunk", exc)
+
+    def _self_exhausted(self) -> None:
+        first = not self._self_done
+        self._self_finish(None)
+        if first and self._self_on_exhausted is not None:
+            self._self_on_exhausted()
 
     def _self_finish(self, error: BaseException | None) -> None:
         if self._self_done:
@@ -56,7 +66,7 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             chunk = next(self.__wrapped__)
         except StopIteration:
-            self._self_finish(None)
+            self._self_exhausted()
             raise
         except BaseException as exc:
             self._self_finish(exc)
@@ -105,7 +115,7 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         try:
             chunk = await self.__wrapped__.__anext__()
         except StopAsyncIteration:
-            self._self_finish(None)
+            self._self_exhausted()
             raise
         except BaseException as exc:
             self._self_finish(exc)

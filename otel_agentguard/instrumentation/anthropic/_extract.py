@@ -52,6 +52,7 @@ def message_result(message: Any) -> ModelResult:
         kind = _get(block, "type")
         if kind == TOOL_USE:
             result.tool_calls += 1
+            _add_id(result, _get(block, "id"))
         elif kind == "text":
             # Joined without a separator, like the SDK's get_final_text(): citations split one
             # sentence into several text blocks.
@@ -77,6 +78,7 @@ class MessageEvents:
             block_kind = _get(block, "type")
             if block_kind == TOOL_USE:
                 result.tool_calls += 1
+                _add_id(result, _get(block, "id"))
             elif block_kind == "text":
                 result.add_text(_get(block, "text"))
         elif kind == "message_start":
@@ -168,3 +170,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value
+
+
+def _add_id(result: ModelResult, call_id: Any) -> None:
+    if isinstance(call_id, str) and call_id:
+        result.tool_call_ids.append(call_id)

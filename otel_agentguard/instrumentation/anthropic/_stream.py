@@ -32,7 +32,7 @@ StartCall = Callable[[], "ModelCall | None"]
 def observe_stream(stream: Any, call: ModelCall) -> Any:
     """Proxy a ``stream=True`` return (``Stream`` / ``AsyncStream``) so it ends ``call`` itself."""
     events = MessageEvents()
-    return StreamProxy(stream, events.add, lambda error: call.finish(events.result, error))
+    return StreamProxy(stream, events.add, lambda error: call.finish(events.result, error), on_exhausted=call.after)
 
 
 def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEvents:
@@ -40,7 +40,8 @@ def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEven
     events = MessageEvents()
     try:
         raw = message_stream._raw_stream
-        message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error))
+        message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error),
+                                                 on_exhausted=call.after)
     except Exception as exc:  # deliberate: an SDK whose MessageStream keeps its events elsewhere
         # End the span now rather than never; the application's stream is untouched.
         _internal_errors.report("anthropic.message_stream", exc)

@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_agentguard import _internal_errors
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import after_model_call, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.anthropic import _extract
@@ -124,7 +124,7 @@ async def _async_message(returned: Any) -> Any:
 def _guard_before(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Enforce mode, at the cut point before a model call: stop (raises AgentStopped), or add
     the remaining-budget note to a copy of the system prompt when the policy asks for it."""
-    note = before_model_call()
+    note = before_model_call(answered_ids=answered_tool_call_ids(kwargs.get("messages")))
     if note is None:
         return kwargs
     system = kwargs.get("system")
@@ -145,7 +145,7 @@ def messages_create(context: InstrumentationContext) -> Wrapper:
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(_message(returned)))
-        after_model_call()  # enforce mode: a refused answer (fake completion) is not returned
+        call.after()  # enforce mode: a refused answer (fake completion) is not returned
         return returned
 
     return wrapper
@@ -161,7 +161,7 @@ def async_messages_create(context: InstrumentationContext) -> Wrapper:
         if kwargs.get("stream") is True:
             return _streamed(call, returned)
         call.finish(_result(await _async_message(returned)))
-        after_model_call()
+        call.after()
         return returned
 
     return wrapper

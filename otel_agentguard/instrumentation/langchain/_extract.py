@@ -195,10 +195,18 @@ class StreamAccumulator:
                     key = _get(chunk, "id") or (_get(chunk, "name") and ("position", position))
                 if key is not None:
                     self._tool_calls.add(key)
+                self._add_id(_get(chunk, "id"))
         else:
             calls = getattr(message, "tool_calls", None)
             if calls:
                 self._whole_tool_calls += len(calls)
+                for call in calls:
+                    self._add_id(_get(call, "id"))
+
+    def _add_id(self, call_id: Any) -> None:
+        ids = self._result.tool_call_ids
+        if isinstance(call_id, str) and call_id and call_id not in ids:
+            ids.append(call_id)
 
     def add_metadata(self, metadata: Mapping[str, Any], *, finish: bool = True) -> None:
         """``response_metadata`` (or ``generation_info`` / ``llm_output``): finish reason, model, id."""

@@ -52,7 +52,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
-from otel_agentguard.enforcement import after_model_call, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._base import InstrumentationContext
@@ -195,7 +195,8 @@ def _start_model_call(
         thread = _session.thread_id(*sources)
     except Exception as exc:  # deliberate
         _internal_errors.report("langchain.chat.session", exc)
-    before_model_call(_session.session_of(thread))  # enforce mode: may raise AgentStopped here
+    # Enforce mode: may raise AgentStopped here, at a cut point.
+    before_model_call(_session.session_of(thread), answered_tool_call_ids(_first_prompt(messages)))
     try:
         provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
         attributes.update(_session.session_attributes(thread))
@@ -207,6 +208,13 @@ def _start_model_call(
     # (a chat model that delegates to another, stream() falling back to invoke()).
     return ModelCall.start(tracer, provider=provider, request_model=name, attributes=attributes,
                            input_messages=prompt)
+
+
+def _first_prompt(messages: Any) -> Any:
+    """The message list of a call (``generate`` takes a batch of them)."""
+    if type(messages) is list and messages and type(messages[0]) is list:
+        return messages[0]
+    return messages
 
 
 def _call_session(call: ModelCall) -> str | None:
@@ -248,7 +256,7 @@ def generate_wrapper(context: InstrumentationContext) -> Wrapper:
             return wrapped(*args, **kwargs)
         chat_result = call.run(wrapped, args, kwargs)
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
-        after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
+        call.after(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result
 
     return wrapper
@@ -271,7 +279,7 @@ def agenerate_wrapper(context: InstrumentationContext) -> Wrapper:
             return await wrapped(*args, **kwargs)
         chat_result = await call.run_async(wrapped, args, kwargs)
         _finish(call, lambda: _extract.result_from_chat_result(chat_result), None)
-        after_model_call(_call_session(call))  # enforce mode: a refused answer is not returned
+        call.after(_call_session(call))  # enforce mode: a refused answer is not returned
         return chat_result
 
     return wrapper
@@ -315,6 +323,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
             return
         accumulator = _extract.StreamAccumulator()
         error: BaseException | None = None
+        finished = False
         chunks = wrapped(*args, **kwargs)
         try:
             while True:
@@ -325,6 +334,9 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                         break
                 _add(accumulator, chunk)
                 yield chunk
+            _finish(call, accumulator.result, None)
+            finished = True
+            call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
         except BaseException as exc:
             error = None if _is_generator_exit(exc) else exc
             raise
@@ -334,7 +346,8 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                 if close is not None:
                     close()
             finally:
-                _finish(call, accumulator.result, error)
+                if not finished:
+                    _finish(call, accumulator.result, error)
 
     return wrapper
 
@@ -359,6 +372,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
             return
         accumulator = _extract.StreamAccumulator()
         error: BaseException | None = None
+        finished = False
         try:
             while True:
                 with call.activated():
@@ -368,6 +382,9 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                         break
                 _add(accumulator, chunk)
                 yield chunk
+            _finish(call, accumulator.result, None)
+            finished = True
+            call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
         except BaseException as exc:
             error = None if _is_generator_exit(exc) else exc
             raise
@@ -377,7 +394,8 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 if aclose is not None:
                     await aclose()
             finally:
-                _finish(call, accumulator.result, error)
+                if not finished:
+                    _finish(call, accumulator.result, error)
 
     return wrapper
 

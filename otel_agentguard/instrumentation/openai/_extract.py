@@ -23,7 +23,9 @@ def chat_completion(completion: Any) -> ModelResult:
         if reason:
             result.finish_reasons.append(str(reason))
         message = getattr(choice, "message", None)
-        result.tool_calls += len(getattr(message, "tool_calls", None) or ())
+        for call in getattr(message, "tool_calls", None) or ():
+            result.tool_calls += 1
+            _add_id(result, getattr(call, "id", None))
         if index == 0:
             result.add_text(getattr(message, "content", None))
     return result
@@ -46,6 +48,7 @@ class ChatChunks:
             delta = getattr(choice, "delta", None)
             for call in getattr(delta, "tool_calls", None) or ():
                 self._tool_calls.add((index, getattr(call, "index", 0) or 0))
+                _add_id(result, getattr(call, "id", None))  # the first delta of each call names it
             if index == 0:
                 result.add_text(getattr(delta, "content", None))
             reason = getattr(choice, "finish_reason", None)
@@ -62,6 +65,7 @@ def response(resp: Any) -> ModelResult:
         kind = getattr(item, "type", None)
         if kind == "function_call":
             result.tool_calls += 1
+            _add_id(result, getattr(item, "call_id", None))
         elif kind == "message":
             for part in getattr(item, "content", None) or ():
                 if getattr(part, "type", None) == "output_text":
@@ -99,3 +103,8 @@ def _usage(result: ModelResult, usage: Any, input_name: str, output_name: str) -
         result.input_tokens = tokens_in
     if isinstance(tokens_out, int):
         result.output_tokens = tokens_out
+
+
+def _add_id(result: ModelResult, call_id: Any) -> None:
+    if isinstance(call_id, str) and call_id:
+        result.tool_call_ids.append(call_id)

@@ -18,7 +18,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import repair_history_enabled
 from otel_agentguard.history import repair_history
-from otel_agentguard.enforcement import after_model_call, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation._stream import StreamProxy
@@ -77,7 +77,7 @@ def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any], api: 
         else:
             if report.changed:
                 kwargs, prompt, repaired = {**kwargs, api.prompt_key: fixed}, fixed, report.total
-    note = before_model_call()
+    note = before_model_call(answered_ids=answered_tool_call_ids(prompt))
     if note is None:
         return kwargs, repaired
     if isinstance(prompt, list):
@@ -112,7 +112,8 @@ def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
         return _RawStream(returned, call, api)  # with_raw_response / with_streaming_response
     accumulator = api.accumulator()
     return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error),
-                       on_abandoned=lambda: call.finish(accumulator.result, abandoned=True))
+                       on_abandoned=lambda: call.finish(accumulator.result, abandoned=True),
+                       on_exhausted=call.after)
 
 
 class _RawStream(wrapt.ObjectProxy):  # type: ignore[misc]
@@ -155,7 +156,7 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
             returned = call.run(wrapped, args, kwargs)
             returned = _finish(call, returned, kwargs, api)
             if kwargs.get("stream") is not True:
-                after_model_call()
+                call.after()
             return returned
 
         return create
@@ -173,7 +174,7 @@ def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callab
             returned = await call.run_async(wrapped, args, kwargs)
             returned = _finish(call, returned, kwargs, api)
             if kwargs.get("stream") is not True:
-                after_model_call()
+                call.after()
             return returned
 
         return create
