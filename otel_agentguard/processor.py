@@ -57,6 +57,11 @@ logger = logging.getLogger(__name__)
 MODES = ("observe", "enforce")
 VERDICT_SPAN_NAME = "agentguard.verdict"
 _MAX_REMEMBERED_COUNTERS = 10_000
+_MAX_NESTED_STEPS = 10_000
+_CARRIED_TO_STEP = (
+    A.RESPONSE_TOOL_CALLS, A.FINAL_CLAIMS, A.GEN_AI_RESPONSE_FINISH_REASONS,
+    A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS,
+)
 _MAX_TOOL_SCOPES = 100_000
 
 
@@ -154,6 +159,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         # Span ids of open tool steps and of every span under one: a model call made there is
         # a sub-agent's, inside the outer batch, so it is no cut point. Bounded (leaked spans).
         self._tool_scopes: dict[int, None] = {}
+        # Nested duplicate span id -> the step span of the same call (bounded: spans that never end).
+        self._nested_steps: dict[int, Any] = {}
         self._shut_down = False
         _registry.register(self)
         if hasattr(os, "register_at_fork"):
@@ -174,6 +181,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._counters = OrderedDict()
         self._counters_lock = threading.Lock()
         self._tool_scopes = {}
+        self._nested_steps = {}
 
     # --- SpanProcessor -----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -244,6 +252,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # under the client's): the enclosing span is the step.
             stamp = {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True}
             span.set_attributes(stamp)
+            self._remember_step_of(span, trace.get_current_span(parent_context))
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
@@ -268,6 +277,23 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     def _in_tool_scope(self) -> bool:
         return bool(self._tool_scopes) and trace.get_current_span().get_span_context().span_id in self._tool_scopes
+
+    def _remember_step_of(self, nested: Span, step: Any) -> None:
+        nested_steps = self._nested_steps
+        nested_steps[nested.get_span_context().span_id] = step
+        if len(nested_steps) > _MAX_NESTED_STEPS:
+            nested_steps.pop(next(iter(nested_steps)), None)  # the oldest: a span that never ended
+
+    def _carry_to_step(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """What the judge reads, written on a nested duplicate of a call (three instrumentations
+        of one request: ours enriches the span right around the SDK), goes on the step span."""
+        step = self._nested_steps.pop(span.get_span_context().span_id, None)
+        if step is None or not step.is_recording():
+            return
+        present = span_attributes(step)
+        carried = {key: attrs[key] for key in _CARRIED_TO_STEP if key in attrs and key not in present}
+        if carried:
+            step.set_attributes(carried)
 
     def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int,
                      implicit: bool = False) -> _Session:
@@ -300,6 +326,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         sequence = attrs.get(A.SEQUENCE)
         if type(sequence) is not int:  # only ours count; a foreign value of another type is no number
             sequence = None
+        if attrs.get(A.NESTED_STEP) and self._nested_steps:
+            self._carry_to_step(span, attrs)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is None and sequence is None:
             return

@@ -81,6 +81,9 @@ def run_demo_agent(endpoint: str, **extra_env: str) -> subprocess.CompletedProce
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_BSP_SCHEDULE_DELAY": "50",
+        # OpenLLMetry (installed for the coexistence tests, and loaded by the launcher) captures
+        # prompts unless told not to: the privacy checks below are about what the guard sends.
+        "TRACELOOP_TRACE_CONTENT": "false",
         **extra_env,
     }
     env.pop("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", None)

@@ -66,3 +66,27 @@ def test_either_instrumentation_can_be_undone_alone():
         (span,) = tracing.spans()
         assert span.instrumentation_scope.name == "otel_agentguard.instrumentation.openai"
     assert module.Completions.create is original
+
+
+def test_three_instrumentations_of_one_call_make_one_step_with_what_the_judge_reads():
+    openllmetry = pytest.importorskip("opentelemetry.instrumentation.openai")
+    with GuardedTracing() as tracing:
+        instrumentors = [openllmetry.OpenAIInstrumentor(), openai_v2.OpenAIInstrumentor(), OpenAIInstrumentor()]
+        for instrumentor in instrumentors:
+            instrumentor.instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            script = turns(Turn.call("get_order", order="A1"), Turn.answer("Your refund has been submitted."))
+            with ScriptedModelServer(script) as server:
+                client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+                with tracing.session("three"):
+                    for _ in range(2):
+                        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            for instrumentor in reversed(instrumentors):
+                instrumentor.uninstrument()
+        steps = [s for s in tracing.spans() if A.SEQUENCE in s.attributes and s.attributes.get(A.GEN_AI_OPERATION_NAME) == "chat"]
+        # ours enriched the innermost span; the guard carried it to the outer span that is the step
+        assert [s.attributes[A.RESPONSE_TOOL_CALLS] for s in steps] == [1, 0]
+        assert tuple(steps[1].attributes[A.FINAL_CLAIMS]) == ("write",)
+        assert tracing.verdict("three").stop_reason == "fake_completion"
+        assert tracing.verdict("three").model_calls == 2
