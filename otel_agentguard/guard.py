@@ -10,6 +10,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from otel_agentguard._providers import remember_installed, sdk_provider
 from otel_agentguard.policy import Policy
 from otel_agentguard.processor import AgentGuardSpanProcessor
 
@@ -25,29 +26,35 @@ def install(
 ) -> AgentGuardSpanProcessor:
     """Add the guard processor to ``tracer_provider`` (default: the global one).
 
-    Idempotent: a second call for the same provider returns the processor the
-    first one added. The provider keeps its own exporters; the guard only adds
-    attributes, events and verdicts to the spans they export.
+    A proxy provider (Logfire's) is looked through: the guard goes on the SDK
+    provider underneath. Idempotent: a second call for the same provider
+    returns the processor the first one added. The provider keeps its own
+    exporters; the guard only adds attributes, events and verdicts to the spans
+    they export. ``@ag.tool`` and ``ag.session`` without a ``tracer_provider=``
+    trace to the provider of the most recent ``install()``.
 
     Raises:
         ValueError: the provider is not an SDK ``TracerProvider`` (configure the
             SDK first, as ``opentelemetry-instrument`` does), or the mode is unknown.
         PolicyError: the policy file is unusable (the message names file, line and key).
     """
-    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    if not callable(getattr(provider, "add_span_processor", None)):
+    given = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    provider = sdk_provider(given)
+    if provider is None:
         raise ValueError(
-            f"otel_agentguard.install() needs an SDK TracerProvider, got {type(provider).__name__}: "
-            "set one with opentelemetry.trace.set_tracer_provider(TracerProvider(...)) or run under "
-            "opentelemetry-instrument, or pass tracer_provider="
+            f"otel_agentguard.install() needs an SDK TracerProvider, got {type(given).__name__}: "
+            "set one with opentelemetry.trace.set_tracer_provider(TracerProvider(...)), or run under "
+            "opentelemetry-instrument with opentelemetry-distro installed, or pass tracer_provider="
         )
     with _lock:
         existing = _installed.get(provider)
         if existing is not None:
+            remember_installed(provider)
             return existing
         processor = AgentGuardSpanProcessor(policy, mode, tracer_provider=provider, **options)
         provider.add_span_processor(processor)
         _installed[provider] = processor
+        remember_installed(provider)
     # atexit runs last-registered first: sessions still open at exit are ended (as
     # abandoned) before the provider shuts its exporters down.
     atexit.register(processor.shutdown)

@@ -58,6 +58,11 @@ logger = logging.getLogger(__name__)
 MODES = ("observe", "enforce")
 VERDICT_SPAN_NAME = "agentguard.verdict"
 _MAX_REMEMBERED_COUNTERS = 10_000
+_MAX_NESTED_STEPS = 10_000
+_CARRIED_TO_STEP = (
+    A.RESPONSE_TOOL_CALLS, A.FINAL_CLAIMS, A.GEN_AI_RESPONSE_FINISH_REASONS,
+    A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS,
+)
 _MAX_TOOL_SCOPES = 100_000
 
 
@@ -81,11 +86,13 @@ class _Session:
 
     __slots__ = (
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
-        "pending_alerts", "ended", "enforcer", "interrupt", "derived",
+        "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit",
     )
 
-    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None):
+    def __init__(self, session_id: str, judge: SessionJudge, sequence: _Sequence, enforcer: Enforcer | None,
+                 implicit: bool = False):
         self.session_id = session_id
+        self.implicit = implicit  # no session id anywhere: the trace stands in for the session
         self.lock = threading.Lock()
         self.judge = judge
         self.sequence = sequence
@@ -154,6 +161,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         # Span ids of open tool steps and of every span under one: a model call made there is
         # a sub-agent's, inside the outer batch, so it is no cut point. Bounded (leaked spans).
         self._tool_scopes: dict[int, None] = {}
+        # Nested duplicate span id -> the step span of the same call (bounded: spans that never end).
+        self._nested_steps: dict[int, Any] = {}
         self._shut_down = False
         _registry.register(self)
         if hasattr(os, "register_at_fork"):
@@ -174,6 +183,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._counters = OrderedDict()
         self._counters_lock = threading.Lock()
         self._tool_scopes = {}
+        self._nested_steps = {}
 
     # --- SpanProcessor -----------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -222,7 +232,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             or _baggage_session(parent_context)
             or _parent_session(parent_context)
         )
-        if session_id is None:
+        implicit = session_id is None
+        if implicit:
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
@@ -243,10 +254,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # under the client's): the enclosing span is the step.
             stamp = {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True}
             span.set_attributes(stamp)
+            self._remember_step_of(span, trace.get_current_span(parent_context))
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
-            session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns)
+            session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns, implicit)
         )
         if is_session_span and session.session_span is None:
             session.session_span = span  # an inner invoke_agent of the same session joins the outer run
@@ -268,7 +280,25 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def _in_tool_scope(self) -> bool:
         return bool(self._tool_scopes) and trace.get_current_span().get_span_context().span_id in self._tool_scopes
 
-    def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int) -> _Session:
+    def _remember_step_of(self, nested: Span, step: Any) -> None:
+        nested_steps = self._nested_steps
+        nested_steps[nested.get_span_context().span_id] = step
+        if len(nested_steps) > _MAX_NESTED_STEPS:
+            nested_steps.pop(next(iter(nested_steps)), None)  # the oldest: a span that never ended
+
+    def _carry_to_step(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
+        """What the judge reads, written on a nested duplicate of a call (three instrumentations
+        of one request: ours enriches the span right around the SDK), goes on the step span."""
+        step = self._nested_steps.pop(span.get_span_context().span_id, None)
+        if step is None or not step.is_recording():
+            return
+        present = span_attributes(step)
+        carried = {key: attrs[key] for key in _CARRIED_TO_STEP if key in attrs and key not in present}
+        if carried:
+            step.set_attributes(carried)
+
+    def _new_session(self, session_id: str, attrs: Any, context_session: Any, start_ns: int,
+                     implicit: bool = False) -> _Session:
         profile = attrs.get(A.PROFILE) or (context_session.profile if context_session else None)
         task_type = attrs.get(A.TASK_TYPE) or (context_session.task_type if context_session else None)
         chosen = self.policy.resolve_profile(profile, task_type)
@@ -276,7 +306,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             sequence = self._counters.pop(session_id, None) or _Sequence()
         enforcer = Enforcer(self.policy.escalation) if self.mode == "enforce" else None
         judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns)
-        return _Session(session_id, judge, sequence, enforcer)
+        return _Session(session_id, judge, sequence, enforcer, implicit)
 
     # --- end -------------------------------------------------------------------------------
     def _on_end(self, span: ReadableSpan) -> None:
@@ -298,6 +328,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         sequence = attrs.get(A.SEQUENCE)
         if type(sequence) is not int:  # only ours count; a foreign value of another type is no number
             sequence = None
+        if attrs.get(A.NESTED_STEP) and self._nested_steps:
+            self._carry_to_step(span, attrs)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is None and sequence is None:
             return
@@ -572,7 +604,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 span.set_attributes(self.verdict_attributes(verdict))  # type: ignore[union-attr]
         for alert in raised:
             self._metrics.stall(alert, verdict.profile)
-        if not on_span:
+        if not on_span and _wants_verdict_span(session, verdict):
             self._write_verdict_span(session, verdict, session.pending_alerts + raised)
         self._metrics.session_ended(verdict)
         with self._counters_lock:
@@ -609,6 +641,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
         for alert in alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
         span.end()
+
+
+def _wants_verdict_span(session: _Session, verdict: Verdict) -> bool:
+    """Model calls alone, outside any session (no session id anywhere, no tool step, no
+    alert), are no agent run worth a span of its own: their verdict goes to the metrics only."""
+    return (not session.implicit or bool(verdict.alerts) or session.interrupt is not None
+            or verdict.steps > verdict.model_calls)
 
 
 def alert_attributes(alert: Alert) -> dict[str, Any]:

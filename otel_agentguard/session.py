@@ -24,10 +24,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._context import SessionContext, with_session
+from otel_agentguard._providers import GuardTracer, warn_once
 from otel_agentguard.config import capture_content
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import Verdict
-from otel_agentguard.version import __version__
 
 
 class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
@@ -38,7 +38,8 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
         profile: profile of the policy to judge it with (default: the policy's).
         agent_name: ``gen_ai.agent.name`` of the session span.
         task_type: picks the profile through the policy's ``[task_types]`` table.
-        tracer_provider: provider of the session span; default the global one.
+        tracer_provider: provider of the session span; default the provider of the
+            most recent ``otel_agentguard.install()``, else the global one.
         attributes: extra attributes for the session span.
     """
 
@@ -76,7 +77,7 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
         if self.task_type:
             attributes[A.TASK_TYPE] = self.task_type
         name = f"{A.OP_INVOKE_AGENT} {self.agent_name}" if self.agent_name else A.OP_INVOKE_AGENT
-        tracer = trace.get_tracer("otel_agentguard", __version__, self._tracer_provider)
+        tracer = GuardTracer(self._tracer_provider, "ag.session").get()
         self.span = tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         ctx = trace.set_span_in_context(self.span)
         ctx = with_session(SessionContext(self.session_id, self.profile, self.task_type), ctx)
@@ -98,10 +99,15 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
                     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                     span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
                     _record_exception(span, exc)  # type: ignore[arg-type]
-                for processor in _registry.processors():
+                processors = _registry.processors()
+                for processor in processors:
                     verdict = processor.end_session(span, error=failed)  # type: ignore[arg-type]
                     if verdict is not None:
                         self.verdict = verdict
+                if not processors and span.is_recording():
+                    warn_once("session:no-guard", "otel_agentguard: ag.session %r is traced but not judged "
+                              "(its verdict stays None): no guard is installed; call otel_agentguard.install()",
+                              self.session_id)
         except Exception as failure:  # deliberate: ending a session never raises into the agent
             _internal_errors.report("session.exit", failure)
         finally:

@@ -28,10 +28,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
+from otel_agentguard._providers import GuardTracer
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SKIPPED_PARAMETERS = ("self", "cls")
@@ -58,7 +58,8 @@ def tool(
         name: the tool's name (default: the function's name).
         effect: ``"read"`` or ``"write"``; a contract in the policy
             (``[tools.<name>] effect``) takes precedence.
-        tracer_provider: where its spans go (default: the global provider).
+        tracer_provider: where its spans go (default: the provider of the most
+            recent ``otel_agentguard.install()``, else the global one).
     """
     if effect not in (None, "read", "write"):
         raise ValueError(f"effect must be 'read' or 'write', got {effect!r}")
@@ -74,7 +75,7 @@ def tool(
             key for key, parameter in (signature.parameters.items() if signature else ())
             if parameter.kind is not inspect.Parameter.VAR_KEYWORD
         ) | ({"args"} if signature is None else frozenset())
-        tracer = trace.get_tracer("otel_agentguard", __version__, tracer_provider)
+        tracer = GuardTracer(tracer_provider, f"@ag.tool {tool_name!r}")
         span_name = f"{A.OP_EXECUTE_TOOL} {tool_name}"
 
         def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Span, Any] | None:
@@ -89,7 +90,7 @@ def tool(
             except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
                 _internal_errors.report("tool.start", exc)
                 return None
-            return tracer.start_span(span_name, kind=SpanKind.INTERNAL, attributes=attributes), policy
+            return tracer.get().start_span(span_name, kind=SpanKind.INTERNAL, attributes=attributes), policy
 
         if inspect.iscoroutinefunction(fn):
 

@@ -21,9 +21,9 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
-from opentelemetry.instrumentation.utils import unwrap
 
 from otel_agentguard import _internal_errors
+from otel_agentguard.instrumentation._innermost import unwrap_ours, wrap_innermost
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             return
         super().__init__()
         self._lock = threading.Lock()
-        self._patched: list[PatchTarget] = []
+        self._patched: dict[PatchTarget, Callable[..., Any]] = {}  # target -> the wrapper put on it
         self._active = False
         self._context: InstrumentationContext | None = None
 
@@ -82,11 +82,15 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _uninstrument(self, **kwargs: Any) -> None:
         with self._lock:
             self._active = False
-            patched, self._patched = self._patched, []
-        for target in patched:
+            patched, self._patched = self._patched, {}
+        for target, wrapper in patched.items():
             owner, attribute = _resolve_owner(target)
-            if owner is not None:
-                unwrap(owner, attribute)
+            if owner is None:
+                continue
+            try:
+                unwrap_ours(owner, attribute, wrapper)
+            except Exception as exc:  # deliberate: uninstrument the other targets anyway
+                _internal_errors.report(f"uninstrument.{self.name}", exc)
         self._uninstrument_extra()
 
     def _uninstrument_extra(self) -> None:
@@ -106,19 +110,27 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                 if target.module != module.__name__ or target in self._patched:
                     continue
                 try:
-                    wrapt.wrap_function_wrapper(module, target.name, target.wrapper(self._context))
+                    owner, attribute = _resolve_owner(target, module)
+                    if owner is None:
+                        raise AttributeError(f"{target.module} has no {target.name}")
+                    wrapper = target.wrapper(self._context)
+                    # Inside any other instrumentation of the same method: its model span is
+                    # then open when ours runs, and one call stays one span (see _innermost).
+                    wrap_innermost(owner, attribute, wrapper)
                 except Exception as exc:  # deliberate: never break the user's import
                     _internal_errors.report(f"instrument.{self.name}", exc)
                     continue
-                self._patched.append(target)
+                self._patched[target] = wrapper
 
 
-def _resolve_owner(target: PatchTarget) -> tuple[Any, str]:
+def _resolve_owner(target: PatchTarget, module: Any = None) -> tuple[Any, str]:
     """The object holding the patched attribute, e.g. the class of ``Class.method``."""
-    try:
-        owner: Any = importlib.import_module(target.module)
-    except ImportError:
-        return None, ""
+    owner: Any = module
+    if owner is None:
+        try:
+            owner = importlib.import_module(target.module)
+        except ImportError:
+            return None, ""
     *path, attribute = target.name.split(".")
     for part in path:
         owner = getattr(owner, part, None)

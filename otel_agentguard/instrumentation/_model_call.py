@@ -228,8 +228,15 @@ class ModelCall:
 
         return check
 
-    def finish(self, result: ModelResult | None, error: BaseException | None = None) -> None:
-        """Record the outcome and end our span. Idempotent: streams may end several ways."""
+    def finish(self, result: ModelResult | None, error: BaseException | None = None, *,
+               abandoned: bool = False) -> None:
+        """Record the outcome and end our span. Idempotent: streams may end several ways.
+
+        ``abandoned``: the stream was garbage-collected unfinished. An enclosing span we
+        only enriched is ended too if it is still open: the instrumentation that made it
+        (openai-v2's stream wrapper) has no finaliser, and an unended span is never
+        exported, so the call would vanish from the trace and from the judge.
+        """
         if self._done:
             return
         self._done = True
@@ -243,7 +250,7 @@ class ModelCall:
         except Exception as exc:  # deliberate
             _internal_errors.report("model_call.finish", exc)
         finally:
-            if self.owned:
+            if self.owned or (abandoned and self.span.is_recording()):
                 self.span.end()
 
 

@@ -3,8 +3,8 @@
 The provider's stream object is wrapped, not replaced: every attribute and
 method the application uses still works. The call ends on exhaustion, on an
 error while iterating, on ``close()``, on leaving a ``with`` block, or when the
-stream is garbage-collected unfinished, whichever comes first, and the
-application's own errors pass through untouched.
+stream is garbage-collected unfinished (``on_abandoned``, when given),
+whichever comes first, and the application's own errors pass through untouched.
 
 An optional ``check`` runs after each chunk and may raise
 :class:`~otel_agentguard.AgentStopped` (enforce mode, an answer that repeats
@@ -30,12 +30,14 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         on_chunk: Callable[[Any], None],
         on_done: Callable[[BaseException | None], None],
         check: Callable[[], None] | None = None,
+        on_abandoned: Callable[[], None] | None = None,
         on_exhausted: Callable[[], None] | None = None,
     ):
         super().__init__(stream)
         self._self_on_chunk = on_chunk
         self._self_on_done = on_done
         self._self_check = check
+        self._self_on_abandoned = on_abandoned
         # Enforce mode: runs once the whole answer was read and judged, and may raise
         # AgentStopped (a refused answer) in place of the end of the stream.
         self._self_on_exhausted = on_exhausted
@@ -180,4 +182,11 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
 
     def __del__(self) -> None:
         # Garbage-collected before it was exhausted or closed: end the call with what we saw.
-        self._self_finish(None)
+        if self._self_done or self._self_on_abandoned is None:
+            self._self_finish(None)
+            return
+        self._self_done = True
+        try:
+            self._self_on_abandoned()
+        except Exception as exc:  # deliberate
+            _internal_errors.report("stream.abandoned", exc)

@@ -8,13 +8,17 @@ and after every instrumentor loaded. Add ``agentguard`` to
 
 The launcher does not catch exceptions from this hook, so nothing may escape:
 a bad policy file is logged as one clear error and the application runs
-unguarded.
+unguarded. Without a configurator (``opentelemetry-distro``) the launcher sets
+up no SDK provider at all: one warning says so and names the package.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from importlib.metadata import entry_points
+
+from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
 
@@ -28,10 +32,25 @@ def attach() -> None:
     if DISABLE_NAME in {name.strip() for name in disabled.split(",")}:
         return
     try:
+        from otel_agentguard._providers import sdk_provider
         from otel_agentguard.guard import install
 
+        if sdk_provider(trace.get_tracer_provider()) is None:
+            logger.warning("otel_agentguard is not active: %s", _no_provider_cause())
+            return
         install()
     except ValueError as exc:  # PolicyError, a bad mode, no SDK provider: the message says which
         logger.error("otel_agentguard is not active: %s", exc)
     except Exception as exc:  # deliberate: never take the application down
         _internal_errors.report("auto.attach", exc)
+
+
+def _no_provider_cause() -> str:
+    """Why the launcher left no SDK TracerProvider, and what to do about it."""
+    configurators = sorted(ep.name for ep in entry_points(group="opentelemetry_configurator"))
+    if not configurators:
+        return ("opentelemetry-instrument configured no SDK TracerProvider because no configurator is "
+                "installed: pip install opentelemetry-distro (or 'otel-agentguard[instrument]'), or set the "
+                "SDK up in code and call otel_agentguard.install()")
+    return (f"the configurator {', '.join(configurators)} set up no SDK TracerProvider (is OTEL_SDK_DISABLED "
+            "set?): set the SDK up in code and call otel_agentguard.install()")

@@ -81,6 +81,9 @@ def run_demo_agent(endpoint: str, **extra_env: str) -> subprocess.CompletedProce
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_BSP_SCHEDULE_DELAY": "50",
+        # OpenLLMetry (installed for the coexistence tests, and loaded by the launcher) captures
+        # prompts unless told not to: the privacy checks below are about what the guard sends.
+        "TRACELOOP_TRACE_CONTENT": "false",
         **extra_env,
     }
     env.pop("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", None)
@@ -125,3 +128,45 @@ def test_disabled_instrumentations_keep_the_guard_out():
     assert spans  # the session and tool spans of the app itself are still exported
     assert not any(A.STOP_REASON in attrs for _, attrs, _ in spans)
     assert not any(attrs.get(A.GEN_AI_OPERATION_NAME) == "chat" for _, attrs, _ in spans)
+
+
+IN_ORDER = Path(__file__).with_name("launch_in_order.py")
+
+
+def run_demo_agent_in_order(endpoint: str, order: str, companion: str) -> subprocess.CompletedProcess:
+    """The demo agent under the launcher's own initialisation, instrumentors loaded in ``order``."""
+    env = {
+        **os.environ,
+        "OTEL_SERVICE_NAME": "agentguard-e2e",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    env.pop("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", None)
+    return subprocess.run([sys.executable, str(IN_ORDER), order, companion, "otel_agentguard.demo.agent"],
+                          env=env, capture_output=True, text=True, timeout=180, check=False)
+
+
+@pytest.mark.parametrize("companion", ["openai-v2", "openllmetry"])
+def test_the_order_entry_points_load_in_changes_no_verdict_and_no_span_count(companion):
+    pytest.importorskip({"openai-v2": "opentelemetry.instrumentation.openai_v2",
+                         "openllmetry": "opentelemetry.instrumentation.openai"}[companion])
+    seen = {}
+    for order in ("agentguard-first", "agentguard-last"):
+        with OTLPReceiver() as receiver:
+            done = run_demo_agent_in_order(receiver.endpoint, order, companion)
+            assert done.returncode == 0, done.stderr
+        spans = receiver.spans()
+        verdicts = {attrs[A.SESSION_ID]: attrs[A.STOP_REASON] for _, attrs, _ in spans
+                    if attrs.get(A.GEN_AI_OPERATION_NAME) == "invoke_agent"}
+        model_spans = [attrs for _, attrs, _ in spans if attrs.get(A.GEN_AI_OPERATION_NAME) == "chat"]
+        kinds = sorted((attrs.get(A.GEN_AI_OPERATION_NAME) or name, A.SEQUENCE in attrs) for name, attrs, _ in spans)
+        seen[order] = verdicts, len(model_spans), kinds
+        assert all(A.SEQUENCE in attrs and A.RESPONSE_TOOL_CALLS in attrs for attrs in model_spans)
+    assert seen["agentguard-first"] == seen["agentguard-last"]
+    verdicts, model_span_count, _ = seen["agentguard-first"]
+    assert verdicts == {"stuck-parcel": "tool_loop", "phantom-refund": "fake_completion", "honest-refund": "completed"}
+    assert model_span_count == 5 + 2 + 3  # one span per model call: theirs, enriched by ours

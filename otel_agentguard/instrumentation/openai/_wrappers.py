@@ -8,8 +8,11 @@ the SDK's own; for a stream return a proxy that ends the span itself.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
+
+import wrapt
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
@@ -105,9 +108,43 @@ def _is_legacy_response(returned: Any) -> bool:
 
 
 def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
+    if callable(getattr(returned, "parse", None)):
+        return _RawStream(returned, call, api)  # with_raw_response / with_streaming_response
     accumulator = api.accumulator()
     return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error),
-                       call.repetition_check(lambda: accumulator.result), on_exhausted=call.after)
+                       call.repetition_check(lambda: accumulator.result),
+                       on_abandoned=lambda: call.finish(accumulator.result, abandoned=True),
+                       on_exhausted=call.after)
+
+
+class _RawStream(wrapt.ObjectProxy):  # type: ignore[misc]
+    """A streamed call through ``with_raw_response`` (or ``with_streaming_response``): the
+    stream is what ``.parse()`` returns, so that is what is proxied and ends the call. Parsed
+    by whoever calls ``.parse()`` first: the application, or another instrumentation outside us."""
+
+    def __init__(self, raw: Any, call: ModelCall, api: _Api):
+        super().__init__(raw)
+        self._self_call = call
+        self._self_api = api
+        self._self_parsed: Any = None
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        if self._self_parsed is not None:
+            return self._self_parsed
+        parsed = self.__wrapped__.parse(*args, **kwargs)
+        if inspect.isawaitable(parsed):  # the async API response parses with await
+            return self._self_parse_later(parsed)
+        self._self_parsed = _stream_of(parsed, self._self_call, self._self_api)
+        return self._self_parsed
+
+    async def _self_parse_later(self, parsing: Any) -> Any:
+        if self._self_parsed is None:
+            self._self_parsed = _stream_of(await parsing, self._self_call, self._self_api)
+        return self._self_parsed
+
+    def __del__(self) -> None:
+        if self._self_parsed is None:  # never parsed: nothing more to learn about this call
+            self._self_call.finish(None, abandoned=True)
 
 
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
