@@ -233,8 +233,13 @@ def emit_session(tracer: Any, session_id: str, kind: str, start_ns: int = 1_700_
     })
     parent = trace.set_span_in_context(root)
 
-    def chat(finish: str, text: str = "") -> None:
-        parts = [{"type": "text", "content": text}] if text else [{"type": "tool_call", "name": "t", "id": "c"}]
+    calls = []  # the id of each tool call a chat span asks for, answered by the next tool span
+
+    def chat(finish: str, text: str = "", tool_name: str = "") -> None:
+        if not text:
+            calls.append(f"call_{len(calls)}")
+        parts = ([{"type": "text", "content": text}] if text
+                 else [{"type": "tool_call", "name": tool_name, "id": calls[-1]}])
         span = tracer.start_span("chat gpt-4o-mini", context=parent, start_time=tick(), attributes={
             "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
             "gen_ai.response.finish_reasons": [finish], "gen_ai.usage.input_tokens": 100,
@@ -245,23 +250,23 @@ def emit_session(tracer: Any, session_id: str, kind: str, start_ns: int = 1_700_
 
     def tool(name: str, args: dict[str, Any], result: Any) -> None:
         span = tracer.start_span(f"execute_tool {name}", context=parent, start_time=tick(), attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": calls[-1],
             "gen_ai.tool.call.arguments": json.dumps(args), "gen_ai.tool.call.result": json.dumps(result),
         })
         span.end(end_time=tick())
 
     if kind == "loop":
         for _ in range(6):
-            chat("tool_calls")
+            chat("tool_calls", tool_name="search_orders")
             tool("search_orders", {"query": "order 1234"}, {"hits": []})
         chat("stop", "I could not find it.")
     elif kind == "clean":
         for index, name in enumerate(("get_order", "get_tracking", "get_customer")):
-            chat("tool_calls")
+            chat("tool_calls", tool_name=name)
             tool(name, {"id": index}, {"value": f"v{index}"})
         chat("stop", "Your order shipped and arrives on Thursday.")
     elif kind == "fake":
-        chat("tool_calls")
+        chat("tool_calls", tool_name="get_order")
         tool("get_order", {"order": "B-7"}, {"status": "delivered"})
         chat("stop", "I have submitted your refund for order B-7.")
     else:
