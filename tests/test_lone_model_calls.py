@@ -54,7 +54,7 @@ def test_lone_model_calls_that_never_answer_are_counted_at_shutdown_without_a_sp
 
 
 def test_a_run_with_a_tool_step_keeps_its_verdict_span(tracing):
-    with ScriptedModelServer(turns(Turn.answer("Done."))) as server:
+    with ScriptedModelServer(turns(Turn.answer("The ticket asks about a late parcel."))) as server:
         client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
         with tracing.tracer.start_as_current_span("agent"):
             with tracing.tracer.start_as_current_span(

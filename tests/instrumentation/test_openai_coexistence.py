@@ -59,7 +59,7 @@ def test_either_instrumentation_can_be_undone_alone():
         official.instrument(tracer_provider=tracing.tracer_provider)  # no-op: already on
         ours.instrument(tracer_provider=tracing.tracer_provider)
         official.uninstrument()  # ours stays
-        with ScriptedModelServer(turns(Turn.answer("Done."))) as server:
+        with ScriptedModelServer(turns(Turn.answer("Hello."))) as server:
             client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
             client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         ours.uninstrument()
