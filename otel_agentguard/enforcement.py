@@ -23,8 +23,8 @@ import sys
 from typing import Any
 
 from otel_agentguard import _internal_errors, _readable, _registry
-from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard._enforce import Intervention
+from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.steps import Step
 

@@ -28,7 +28,13 @@ from typing import Any
 
 from otel_agentguard import _ranges
 from otel_agentguard.attributes import PROBE_NAMES
-from otel_agentguard.claim_classifier import DEFAULT_TIMEOUT_MS, MODES, ClaimClassifier, ClassifierLoadError, load_callable
+from otel_agentguard.claim_classifier import (
+    DEFAULT_TIMEOUT_MS,
+    MODES,
+    ClaimClassifier,
+    ClassifierLoadError,
+    load_callable,
+)
 from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDetector
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter

@@ -36,20 +36,20 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
 from otel_agentguard import _internal_errors, _registry, interrupts
 from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
+from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
+from otel_agentguard.derived import DerivedTools
 from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_MAX_SESSIONS,
     OTEL_AGENTGUARD_MODE,
     OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
 )
-from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
-from otel_agentguard.derived import DerivedTools
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict, choose_stop_reason
-from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
+from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.steps import TOOL, Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.version import __version__
 

@@ -15,8 +15,8 @@ import pytest
 import wrapt
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import StructuredTool, ToolException, tool

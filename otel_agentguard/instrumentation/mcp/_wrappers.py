@@ -52,8 +52,8 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import record_intervention, tool_result_attributes, tool_start_attributes
-from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.policy import Policy
 

@@ -14,8 +14,8 @@ from typing import Any
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import repair_history_enabled
-from otel_agentguard.history import repair_history
 from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
+from otel_agentguard.history import repair_history
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation._stream import StreamProxy
