@@ -299,6 +299,7 @@ class EnglishRules:
         """The claim-shaped structure of a clause: (rule, where its verb starts, passive kind)."""
         vocabulary = self.vocabulary
         read_only_at = None
+        found: re.Match[str] | None
         for found in _FIRST_PERSON_ABLE.finditer(text):
             verb = found.group(1) or found.group(2)
             if verb in _READ_ONLY_STEMS:
@@ -437,6 +438,7 @@ class ChineseRules:
 
     def _candidate(self, text: str) -> tuple[str, int] | None:
         read_only = None
+        found: re.Match[str] | None
         for found in _ZH_ALREADY.finditer(text):
             after = text[found.end():]
             if after.startswith("于"):

@@ -35,7 +35,8 @@ def install(
         PolicyError: the policy file is unusable (the message names file, line and key).
     """
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-    if not callable(getattr(provider, "add_span_processor", None)):
+    add_span_processor = getattr(provider, "add_span_processor", None)  # the SDK's, by duck typing
+    if not callable(add_span_processor):
         raise ValueError(
             f"otel_agentguard.install() needs an SDK TracerProvider, got {type(provider).__name__}: "
             "set one with opentelemetry.trace.set_tracer_provider(TracerProvider(...)) or run under "
@@ -46,7 +47,7 @@ def install(
         if existing is not None:
             return existing
         processor = AgentGuardSpanProcessor(policy, mode, tracer_provider=provider, **options)
-        provider.add_span_processor(processor)
+        add_span_processor(processor)
         _installed[provider] = processor
     # atexit runs last-registered first: sessions still open at exit are ended (as
     # abandoned) before the provider shuts its exporters down.

@@ -32,6 +32,7 @@ from opentelemetry import context as context_api
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors, _registry, interrupts
 from otel_agentguard import attributes as A
@@ -104,7 +105,8 @@ class _Session:
 
     def is_session_span(self, span: ReadableSpan) -> bool:
         own = self.session_span
-        return own is not None and own.get_span_context().span_id == span.get_span_context().span_id
+        context = span.get_span_context()
+        return own is not None and context is not None and own.get_span_context().span_id == context.span_id
 
 
 class AgentGuardSpanProcessor(SpanProcessor):
@@ -161,7 +163,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # possibly a lock held mid-update: start it afresh, through a weak reference so
             # the hook does not keep a dropped processor alive.
             reference = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: (processor := reference()) and processor._after_fork())
+
+            def after_fork_in_child() -> None:
+                processor = reference()
+                if processor is not None:
+                    processor._after_fork()
+
+            os.register_at_fork(after_in_child=after_fork_in_child)
 
     def _new_store(self) -> SessionStore[_Session]:
         max_sessions, idle_timeout_s = self._store_options
@@ -241,7 +249,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if kind is not None and _same_step_as_parent(kind, attrs, parent_context):
             # The same call seen twice (two instrumentations of one request; an MCP server's span
             # under the client's): the enclosing span is the step.
-            stamp = {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True}
+            stamp: dict[str, AttributeValue] = (
+                {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True})
             span.set_attributes(stamp)
             return
         start_ns = span.start_time or time.time_ns()
@@ -284,8 +293,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         session_id = attrs.get(A.SESSION_ID)
         if session_id is None or attrs.get(A.VERDICT):
             return
-        if self._tool_scopes:
-            self._tool_scopes.pop(span.get_span_context().span_id, None)
+        if self._tool_scopes and (context := span.get_span_context()) is not None:
+            self._tool_scopes.pop(context.span_id, None)
         session = self._store.get(session_id)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
@@ -304,6 +313,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if sequence is not None and sequence < session.first_sequence:
             return  # a straggler of an earlier run of this session id
         if kind is None:
+            assert sequence is not None  # neither a step nor numbered returned above
             with session.lock:
                 released = session.buffer.skip(sequence)
         else:

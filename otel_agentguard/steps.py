@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
@@ -319,7 +319,7 @@ def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
 def _as_sequence(value: Any) -> Sequence[Any]:
     kind = type(value)
     if kind is tuple or kind is list:  # what spans hold; the ABC check below is slow
-        return value
+        return cast(Sequence[Any], value)
     if isinstance(value, str):
         return (value,)
     if isinstance(value, Sequence):

@@ -111,7 +111,7 @@ def _messages(raw: Any) -> list[Any] | None:
 
 
 def _parts_of(messages: list[Any], kind: str) -> list[Mapping[str, Any]]:
-    found = []
+    found: list[Mapping[str, Any]] = []
     for message in messages:
         parts = message.get("parts") if isinstance(message, Mapping) else None
         if isinstance(parts, list):

@@ -20,7 +20,8 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+# The module opts out of type checking (a file-level ignore), so mypy sees none of its names.
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_agentguard import _internal_errors

@@ -104,7 +104,7 @@ class _Node:
         self.agent_name = agent_name
 
 
-class GuardTracingProcessor(TracingProcessor):  # type: ignore[misc]
+class GuardTracingProcessor(TracingProcessor):
     """Receives the Agents SDK's trace events and writes the guard's spans.
 
     Args:
