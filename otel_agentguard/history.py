@@ -79,7 +79,8 @@ def _as_dict(message: Any) -> dict[str, Any]:
         return copy.deepcopy(dict(message))
     dump = getattr(message, "model_dump", None)
     if callable(dump):
-        return dump(exclude_none=True)
+        dumped: dict[str, Any] = dump(exclude_none=True)
+        return dumped
     raise TypeError(f"a message must be a mapping or an SDK model, not {type(message).__name__}")
 
 

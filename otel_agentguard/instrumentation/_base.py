@@ -20,6 +20,7 @@ from typing import Any
 
 import wrapt
 from opentelemetry import trace
+
 # The module opts out of type checking (a file-level ignore), so mypy sees none of its names.
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.instrumentation.utils import unwrap

@@ -209,7 +209,8 @@ def _over_budget(path: str, event: Any, anchors: dict[str, tuple[Any, int]]) -> 
 
 
 def _line(event: Any) -> int:
-    return event.start_mark.line + 1
+    line: int = event.start_mark.line
+    return line + 1
 
 
 def _short(text: str) -> str:

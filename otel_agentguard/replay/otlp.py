@@ -38,7 +38,7 @@ _COUNT_ATTRIBUTES = (
 )
 
 
-def decode_value(value: Mapping[str, Any]) -> Any:
+def decode_value(value: Mapping[str, Any] | None) -> Any:
     """One OTLP ``AnyValue`` as a Python value."""
     if type(value) is dict:  # what a JSON parser gives: skip the ABC check below
         if len(value) == 1:  # the usual shape: one typed member
@@ -227,6 +227,7 @@ class OTLPCollector:
     def sessions(self) -> list[RecordedSession]:
         joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
+        candidate: _Candidate | None  # a derived step has none
         for candidate in self._candidates:
             parent = self._steps_by_span.get(candidate.parent_id)
             if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):

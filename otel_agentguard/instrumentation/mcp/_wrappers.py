@@ -476,7 +476,8 @@ def otel_span(context: InstrumentationContext) -> Callable[..., Any]:
 def _plan(kind: Any, attributes: Mapping[str, Any], parent: Any) -> tuple[dict[str, Any], _ToolCall | None, str] | None:
     """What to add to an mcp ``tools/call`` span before it starts, and which call it belongs to."""
     if kind is SpanKind.SERVER:
-        twin = _open_client_steps.get(_remote_parent(parent)) if parent is not None else None
+        remote = _remote_parent(parent) if parent is not None else None
+        twin = _open_client_steps.get(remote) if remote is not None else None
         if twin is not None:
             # The server half of a client span in this process that is already the step.
             # Marked nested (counted once, like a model call seen by two instrumentations).
