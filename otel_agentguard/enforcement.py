@@ -125,7 +125,8 @@ def answered_tool_call_ids(messages: Any) -> frozenset[str] | None:
             content = message.get("content")
             if message.get("role") == "user" and type(content) is list:
                 for block in content[:_MAX_MESSAGES]:
-                    if type(block) is dict and block.get("type") == "tool_result" and type(block.get("tool_use_id")) is str:
+                    if (type(block) is dict and block.get("type") == "tool_result"
+                            and type(block.get("tool_use_id")) is str):
                         answered.add(block["tool_use_id"])
         else:
             call_id = _langchain_tool_call_id(message)

@@ -67,7 +67,8 @@ def encode_span(span: ReadableSpan) -> dict[str, Any]:
         data["status"]["message"] = span.status.description
     if span.events:
         data["events"] = [
-            {"timeUnixNano": str(event.timestamp), "name": event.name, "attributes": encode_attributes(event.attributes)}
+            {"timeUnixNano": str(event.timestamp), "name": event.name,
+             "attributes": encode_attributes(event.attributes)}
             for event in span.events
         ]
     return data

@@ -471,7 +471,8 @@ class _Parser:
         elif kind == "positive_number":
             allowed = _ranges.USD if key.endswith("_usd") else _ranges.SECONDS
             if not _ranges.within(value, allowed) or not value > 0:
-                raise self._error(key, f"expected a positive number up to {allowed.maximum:.3g}, got {_describe(value)}")
+                raise self._error(
+                    key, f"expected a positive number up to {allowed.maximum:.3g}, got {_describe(value)}")
             value = float(value)
         return value
 
@@ -535,7 +536,8 @@ class _Parser:
                 names = self._strings(value, prefix + key)
                 for name in names:
                     if name not in PROBE_NAMES:
-                        raise self._error(prefix + key, f"unknown probe {name!r} (expected one of: {', '.join(PROBE_NAMES)})")
+                        raise self._error(
+                            prefix + key, f"unknown probe {name!r} (expected one of: {', '.join(PROBE_NAMES)})")
                 values[key] = names
             else:
                 values[key] = self._number(value, prefix + key, kind)
@@ -546,7 +548,8 @@ class _Parser:
         base_values = {}
         if DEFAULT_PROFILE in table:
             base_values = self._profile_values(
-                self._table(table[DEFAULT_PROFILE], _key("profiles", DEFAULT_PROFILE)), _key("profiles", DEFAULT_PROFILE) + "."
+                self._table(table[DEFAULT_PROFILE], _key("profiles", DEFAULT_PROFILE)),
+                _key("profiles", DEFAULT_PROFILE) + ".",
             )
         base = dataclasses.replace(Profile(), **base_values)
         profiles = {DEFAULT_PROFILE: base}

@@ -54,7 +54,9 @@ class GuardedTracing:
     def __enter__(self) -> GuardedTracing:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.shutdown()
 
     def shutdown(self) -> None:

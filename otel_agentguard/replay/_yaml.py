@@ -117,7 +117,8 @@ def _build(loader: Any, path: str, yaml: Any) -> Any:
                     reason = getattr(exc, "problem", None) or str(exc).splitlines()[0][:120]
                     if "digits" in reason:  # Python's own wording names a setting the user cannot change
                         reason = "an integer of more than 4,300 digits"
-                    raise InputError(path, f"invalid YAML value {_short(event.value)}: {reason}", _line(event)) from None
+                    raise InputError(
+                        path, f"invalid YAML value {_short(event.value)}: {reason}", _line(event)) from None
             else:
                 raise InputError(path, f"YAML tag {tag} is not allowed (plain data only)", _line(event))
             size = 1

@@ -273,8 +273,9 @@ class OTLPCollector:
             raise
         except Exception as exc:  # a tool call the adapter cannot read: name the file, never a traceback
             first = members[0][1]
-            raise InputError(first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})",
-                             first.line) from None
+            raise InputError(
+                first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})", first.line
+            ) from None
 
     def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
         try:
@@ -294,7 +295,9 @@ class OTLPCollector:
                              candidate.line) from None
 
 
-def _run(session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool) -> RecordedSession:
+def _run(
+    session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool
+) -> RecordedSession:
     stop_reason = attrs.get(A.STOP_REASON)
     # An interrupt, or a stop the guard made (enforce mode), is a fact of the run, not a judgement:
     # a budget stopped before the call that would cross it leaves no step to judge.

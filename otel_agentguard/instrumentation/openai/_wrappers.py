@@ -130,7 +130,9 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
 
 def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
     def factory(context: InstrumentationContext) -> Callable[..., Any]:
-        async def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        async def create(
+            wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
             kwargs, repaired = _guard_before(context, kwargs, api)
             call = _start(context, kwargs, api, repaired)
             if call is None:
