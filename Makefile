@@ -46,4 +46,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -58,7 +58,8 @@ def load_callable(target: str) -> Callable[..., Any]:
         found = getattr(found, part)
     if not callable(found):
         raise ClassifierLoadError(f"{target!r} is not callable")
-    return found  # type: ignore[no-any-return]
+    function: Callable[..., Any] = found
+    return function
 
 
 class ClaimClassifier:

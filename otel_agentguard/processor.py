@@ -390,6 +390,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         Called under the session's lock: _end cannot end the span between check and write."""
         if session.span_open():
             for alert in raised:
+                # span_open() said the span is set; mypy cannot see through the call.
                 session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
         else:
             session.pending_alerts.extend(raised)
@@ -508,7 +509,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         """Stamp the session and raise :class:`AgentStopped` into the agent."""
         with session.lock:
             judge = session.judge
-            session.enforcer.stopped = reason  # type: ignore[union-attr]
+            session.enforcer.stopped = reason  # type: ignore[union-attr]  # only enforce mode stops: it has one
             injected = None
             if reason in A.INTERRUPTS:
                 session.interrupt = reason
@@ -517,7 +518,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 last = judge.last_sequence
                 injected = Alert(reason, last, (last,) if last else (), detail, BUDGET_DISPOSAL, _budget_kind(detail))
                 judge.alerts.append(injected)
-            if session.span_open():
+            if session.span_open():  # so the span is set (union-attr below)
                 span = session.session_span
                 if injected is not None:
                     span.add_event(A.STALL_EVENT, alert_attributes(injected))  # type: ignore[union-attr]
@@ -576,7 +577,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                                            unfinished=unfinished)
             span = session.session_span
             on_span = span is not None and span.is_recording()
-            if on_span:
+            if on_span:  # so the span is set (union-attr below)
                 for alert in raised:
                     span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
                 span.set_attributes(self.verdict_attributes(verdict))  # type: ignore[union-attr]

@@ -31,7 +31,7 @@ _SCALAR_TAGS = frozenset({
 })
 
 
-class LineDict(dict):  # type: ignore[type-arg]
+class LineDict(dict[Any, Any]):
     """A mapping that remembers the YAML line it started on (for error messages)."""
 
     __slots__ = ("line", "key_lines")

@@ -264,6 +264,7 @@ class OTLPCollector:
         self, members: list[tuple[str | None, _Candidate]], numbered: bool, session_id: str
     ) -> list[tuple[str | None, _Candidate | None, Step]]:
         """The members' steps, with tool steps derived from their model spans in between."""
+        # The derivation is typed for any StepSpan; these members are _Candidates, and so what it returns.
         try:
             return with_derived_steps(  # type: ignore[return-value]
                 members, numbered=numbered, session_id=session_id, policy=self._policy,

@@ -270,6 +270,7 @@ class _ToolCall:
                 return None
             if self.span is None:
                 self._start_own_span(self.start_ns)
+            # _start_own_span set the span; mypy cannot see through the call.
             record_intervention(self.span, self.name, intervention, self.policy)  # type: ignore[arg-type]
             self._done = True
             from mcp.types import CallToolResult, TextContent
