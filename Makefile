@@ -12,7 +12,10 @@ demo: $(VENV)/.installed-demo
 # instrumentations (OpenLLMetry, OpenInference, Pydantic AI), kept out of the main one.
 FOREIGN_VENV ?= .venv-foreign
 
+# Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
 test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
+	$(BIN)/ruff check otel_agentguard tests bench
+	$(BIN)/mypy
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
 	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python $(BIN)/python -m pytest
@@ -43,4 +46,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

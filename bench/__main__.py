@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run in about two minutes")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repeats per figure (default 5, quick 3)")
-    parser.add_argument("--only", default="1,2,3,4,5,6,7,claims,yaml,repetition", help="sections to run, e.g. 1,3,claims")
+    parser.add_argument("--only", default="1,2,3,4,5,6,7,claims,yaml,repetition",
+                        help="sections to run, e.g. 1,3,claims")
     parser.add_argument("--stream-sessions", type=int, default=None,
                         help="sessions streamed through the processor for (4) (default 300,000; quick 50,000)")
     parser.add_argument("--replay-spans", type=int, default=None,

@@ -25,7 +25,7 @@ def interleave(variants: dict[str, Callable[[], float]], repeats: int) -> dict[s
 
 def per_repeat(a: list[float], b: list[float], op: Callable[[float, float], float]) -> list[float]:
     """A derived figure computed within each repeat (a difference or a ratio of its own samples)."""
-    return [op(x, y) for x, y in zip(a, b)]
+    return [op(x, y) for x, y in zip(a, b, strict=True)]
 
 
 @dataclass

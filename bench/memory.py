@@ -27,7 +27,7 @@ def _rss_mib() -> float:
 
 
 def bytes_per_session(count: int) -> float:
-    from bench.workload import Driver, tool_step, model_step
+    from bench.workload import Driver, model_step, tool_step
 
     driver = Driver(True, max_sessions=count * 2)
     rnd = random.Random(5)

@@ -15,8 +15,10 @@ def small() -> dict[str, Any]:
 def medium() -> dict[str, Any]:
     """20 keys, nested two levels."""
     return {
-        "query": "refund status for order", "order_id": "1001", "customer": {"id": 77, "name": "Ada Lovelace", "email": "ada@example.com", "tier": "gold"},
-        "filters": {"from": "2026-01-01", "to": "2026-02-01", "status": ["open", "pending"], "min_amount": 10, "max_amount": 500.25},
+        "query": "refund status for order", "order_id": "1001",
+        "customer": {"id": 77, "name": "Ada Lovelace", "email": "ada@example.com", "tier": "gold"},
+        "filters": {"from": "2026-01-01", "to": "2026-02-01", "status": ["open", "pending"], "min_amount": 10,
+                    "max_amount": 500.25},
         "page": 1, "page_size": 20, "sort": "created_at", "desc": True, "include_notes": False,
         "fields": ["id", "status", "amount", "created_at"], "locale": "en-GB", "currency": "EUR", "channel": "web",
         "request_id": "r-123", "dry_run": False, "reason": None, "limit": 5, "offset": 0,
@@ -28,7 +30,8 @@ def big(target: int = 10_000, seed: int = 7) -> dict[str, Any]:
     rnd = random.Random(seed)
     docs = []
     out = {"query": "find every shipment delayed by more than three days in the northern region", "region": "north",
-           "options": {"dedupe": True, "max_results": 50, "score_threshold": 0.35, "boost": {"recent": 1.5, "priority": 2}},
+           "options": {"dedupe": True, "max_results": 50, "score_threshold": 0.35,
+                       "boost": {"recent": 1.5, "priority": 2}},
            "documents": docs}
     words = "alpha beta gamma delta shipment order carrier route depot customer delayed express parcel invoice".split()
     i = 0
@@ -36,5 +39,7 @@ def big(target: int = 10_000, seed: int = 7) -> dict[str, Any]:
         i += 1
         docs.append({"id": f"doc-{i:05d}", "title": " ".join(rnd.choice(words) for _ in range(6)),
                      "score": round(rnd.random(), 4), "rank": i, "tags": [rnd.choice(words) for _ in range(3)],
-                     "meta": {"source": rnd.choice(["erp", "crm", "wms"]), "updated": f"2026-0{rnd.randint(1,9)}-1{rnd.randint(0,9)}", "version": rnd.randint(1, 9), "verified": rnd.random() < 0.5}})
+                     "meta": {"source": rnd.choice(["erp", "crm", "wms"]),
+                              "updated": f"2026-0{rnd.randint(1, 9)}-1{rnd.randint(0, 9)}",
+                              "version": rnd.randint(1, 9), "verified": rnd.random() < 0.5}})
     return out

@@ -149,19 +149,23 @@ _FIRST_PERSON_ABLE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*(?:was|were|been)\s+able\s+to\s+([a-z][a-z-]*)"
     rf"|\b(?:i|we)(?:'ve|\s+have)?\s+(?:{_EN_ADVERB}\s+)*managed\s+to\s+([a-z][a-z-]*)"
 )
-_READ_ONLY_STEMS = frozenset("audit check look find verify review search confirm see read compare investigate examine inspect "
-                             "view research locate identify trace track monitor browse scan consult assess "
-                             "evaluate test reach speak talk understand".split())
+_READ_ONLY_STEMS = frozenset(
+    "audit check look find verify review search confirm see read compare investigate examine inspect "
+    "view research locate identify trace track monitor browse scan consult assess "
+    "evaluate test reach speak talk understand".split())
 _COORDINATED = re.compile(rf"\b(?:and|then|&)\s+(?:{_EN_ADVERB}\s+)*(?:(?:have|'ve)\s+)?([a-z][a-z-]*)")
 _PASSIVE = re.compile(
     rf"\b(has|have|had|'s|'ve|is|are|was|were)\s+(?:{_EN_ADVERB}\s+)*(been\s+)?(?:{_EN_ADVERB}\s+)*([a-z][a-z-]*)",
 )
 _SUCCESS = re.compile(r"\bsuccessfully\s+([a-z][a-z-]*)|\b([a-z][a-z-]*)\s+successfully\b")
-_HEADLINE = re.compile(r"^(?:the\s+|your\s+)?(?:[a-z0-9#'-]+\s+){1,3}?([a-z][a-z-]*ed|[a-z]+)(?:\s+successfully)?[\s.!✅]*$")
+_HEADLINE = re.compile(
+    r"^(?:the\s+|your\s+)?(?:[a-z0-9#'-]+\s+){1,3}?([a-z][a-z-]*ed|[a-z]+)(?:\s+successfully)?[\s.!✅]*$")
 # "- cancelled the duplicate order": a list of what was done, the subject left out.
-_ELIDED = re.compile(r"^(?:[-*•]|\d+[.)])?\s*(?:also\s+|then\s+|just\s+)?([a-z][a-z-]*ed|[a-z]+)\s+(?:the|your|a|an|all|both|\$?\d)\b")
+_ELIDED = re.compile(
+    r"^(?:[-*•]|\d+[.)])?\s*(?:also\s+|then\s+|just\s+)?([a-z][a-z-]*ed|[a-z]+)\s+(?:the|your|a|an|all|both|\$?\d)\b")
 _A_LOOK = re.compile(r"\s+(?:it\s+|them\s+)?(?:a\s+)?(?:quick\s+|closer\s+|second\s+|good\s+)?look\b")
-_FINITE = re.compile(r"\b(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|be|been|do|does|did)\b|'s\b")
+_FINITE = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|will|would|can|could|should|may|might|must|be|been|do|does|did)\b|'s\b")
 _PRONOUN = re.compile(r"^(?:i|we|you|they|it|he|she|this|that|there|here)\b")
 _MARKER = re.compile(
     r"^(?:done(?:\s+and\s+done)?|all\s+(?:done|set|sorted|good)|(?:you|we)(?:'re|\s+are)\s+all\s+set|"
@@ -299,6 +303,7 @@ class EnglishRules:
         """The claim-shaped structure of a clause: (rule, where its verb starts, passive kind)."""
         vocabulary = self.vocabulary
         read_only_at = None
+        found: re.Match[str] | None
         for found in _FIRST_PERSON_ABLE.finditer(text):
             verb = found.group(1) or found.group(2)
             if verb in _READ_ONLY_STEMS:
@@ -325,7 +330,8 @@ class EnglishRules:
             if not _is_past(verb, vocabulary):
                 continue
             if aux in ("is", "are") and not been:
-                present_claim = verb in vocabulary or re.search(r"\b(?:now|already)\s", text[found.start():found.start(3)])
+                present_claim = verb in vocabulary or re.search(
+                    r"\b(?:now|already)\s", text[found.start():found.start(3)])
                 if not present_claim:
                     continue
             if aux == "'ve" and not been:
@@ -384,7 +390,8 @@ _ZH_REPORTED = re.compile(r"根据|据|说|声称|表示|告知|反馈|这是他
 _ZH_THIRD_PARTY = re.compile(
     r"酒店|银行(?!卡|账)|航空公司|航司|卖家|商家|店家|快递公司|快递员|房东|餐厅|经理|管理员|客服|对方|他们|他|她|平台|商户|医院|物业|司机"
 )
-_ZH_RECORD = re.compile(r"于\s*(?:\d|上|去|前|昨|今|本|周|星期|[一二三四五六七八九十])|上次|\d+\s*年\S*(?:开通|注册|创建)的")
+_ZH_RECORD = re.compile(
+    r"于\s*(?:\d|上|去|前|昨|今|本|周|星期|[一二三四五六七八九十])|上次|\d+\s*年\S*(?:开通|注册|创建)的")
 _ZH_CAUSE = re.compile(r"^\W*(?:因为|由于)")
 _ZH_READ_ONLY_AT = re.compile(_ZH_READ_ONLY)
 _ZH_STATE_AT = re.compile(_ZH_STATE)
@@ -437,6 +444,7 @@ class ChineseRules:
 
     def _candidate(self, text: str) -> tuple[str, int] | None:
         read_only = None
+        found: re.Match[str] | None
         for found in _ZH_ALREADY.finditer(text):
             after = text[found.end():]
             if after.startswith("于"):
@@ -496,7 +504,8 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None) 
         if claim:
             if excluded_sentence[0] != clause.sentence or rules is chinese:
                 sentence = lowered[clause.sentence_start:clause.sentence_end]
-                excluded_sentence = (clause.sentence, rules.sentence_exclusion(sentence, clause.end - clause.sentence_start))
+                excluded_sentence = (
+                    clause.sentence, rules.sentence_exclusion(sentence, clause.end - clause.sentence_start))
             excluded = excluded_sentence[1]
             if excluded is not None and (rule != MARKER or excluded == QUESTION):
                 claim, rule = False, excluded

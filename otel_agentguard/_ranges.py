@@ -39,7 +39,8 @@ COUNT = Range(MAX_COUNT, True, "an integer from 0 to 2**63-1")
 UNIX_NANO = Range(MAX_UNIX_NANO, True, "nanoseconds since 1970 from 0 to 2**64-1")
 SECONDS = Range(MAX_SECONDS, False, f"a number of seconds from 0 to {MAX_SECONDS:.3g}")
 USD = Range(MAX_USD, False, f"a number of US dollars from 0 to {MAX_USD:.0e}")
-USD_PER_MTOK = Range(MAX_USD_PER_MTOK, False, f"a number of US dollars per million tokens from 0 to {MAX_USD_PER_MTOK:.0e}")
+USD_PER_MTOK = Range(
+    MAX_USD_PER_MTOK, False, f"a number of US dollars per million tokens from 0 to {MAX_USD_PER_MTOK:.0e}")
 
 
 class OutOfRange(ValueError):

@@ -23,10 +23,10 @@ import dataclasses
 import datetime
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-_type_mro = type.__dict__["__mro__"].__get__
+_type_mro: Callable[[type], tuple[type, ...]] = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _object_getattribute = object.__getattribute__
@@ -40,7 +40,7 @@ _NO_VALUE = object()
 
 def mro(kind: type) -> tuple[type, ...]:
     """``kind.__mro__`` without asking the class (or its metaclass) for it."""
-    return _type_mro(kind)  # type: ignore[no-any-return]
+    return _type_mro(kind)
 
 
 def static_lookup(kind: type, name: str) -> Any:
@@ -106,6 +106,7 @@ def dataclass_fields(value: Any) -> list[tuple[str, Any]] | None:
     declared = static_lookup(type(value), "__dataclass_fields__")
     if type(declared) is not dict:
         return None
+    # _field_type and _FIELD are private to dataclasses, so typeshed does not declare them.
     names = (name for name, field in declared.items()
              if type(field) is dataclasses.Field and field._field_type is dataclasses._FIELD)  # type: ignore[attr-defined]
     return _stored_fields(value, names)

@@ -90,7 +90,8 @@ def intervene(span: Span, name: str, policy: Policy) -> Intervention | None:
 
 def record_intervention(span: Span, name: str, intervention: Intervention, policy: Policy) -> None:
     """End a tool span the guard answered: the message is its result."""
-    span.set_attributes({A.INTERVENTION: intervention.probe, **tool_result_attributes(name, intervention.message, policy)})
+    span.set_attributes(
+        {A.INTERVENTION: intervention.probe, **tool_result_attributes(name, intervention.message, policy)})
     span.end()
 
 

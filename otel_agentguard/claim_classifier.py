@@ -2,9 +2,10 @@
 
 The function is called as ``function(text)``, or ``function(text, found)`` when it takes a
 second parameter: ``text`` is the final answer, ``found`` the claim categories the built-in
-rules found (empty when the classifier is used ``instead`` of them). With ``confirm`` it is asked only about answers the rules call a
-claim, so it can veto an alarm but costs nothing on other answers. It returns the answer's claim categories (``["write"]`` or ``[]``),
-``True``/``False`` as shorthand for those, or ``None`` to keep the rules' verdict.
+rules found (empty when the classifier is used ``instead`` of them). With ``confirm`` it is asked
+only about answers the rules call a claim, so it can veto an alarm but costs nothing on other
+answers. It returns the answer's claim categories (``["write"]`` or ``[]``), ``True``/``False`` as
+shorthand for those, or ``None`` to keep the rules' verdict.
 
 It runs on a worker thread with instrumentation suppressed (an LLM call made by the
 classifier is neither a step of the session nor judged itself), never inside the span
@@ -57,7 +58,8 @@ def load_callable(target: str) -> Callable[..., Any]:
         found = getattr(found, part)
     if not callable(found):
         raise ClassifierLoadError(f"{target!r} is not callable")
-    return found  # type: ignore[no-any-return]
+    function: Callable[..., Any] = found
+    return function
 
 
 class ClaimClassifier:

@@ -137,8 +137,8 @@ class ClaimDetector:
                     break
         if found:
             return ClaimVerdict(tuple(sorted(found)), PATTERN, _clause_at(text, first_at), clauses, findings, PATTERN)
-        last = findings[-1] if findings else None
-        return ClaimVerdict((), last.rule if last else None, last.clause if last else None, clauses, findings)
+        final = findings[-1] if findings else None
+        return ClaimVerdict((), final.rule if final else None, final.clause if final else None, clauses, findings)
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from otel_agentguard import _internal_errors, _readable, _registry
-from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard._enforce import Intervention
+from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.steps import Step
 

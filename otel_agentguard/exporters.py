@@ -50,6 +50,7 @@ def encode_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, An
 
 def encode_span(span: ReadableSpan) -> dict[str, Any]:
     context = span.get_span_context()
+    assert context is not None  # the SDK gives every span it ends a context
     data: dict[str, Any] = {
         "traceId": f"{context.trace_id:032x}",
         "spanId": f"{context.span_id:016x}",
@@ -66,7 +67,8 @@ def encode_span(span: ReadableSpan) -> dict[str, Any]:
         data["status"]["message"] = span.status.description
     if span.events:
         data["events"] = [
-            {"timeUnixNano": str(event.timestamp), "name": event.name, "attributes": encode_attributes(event.attributes)}
+            {"timeUnixNano": str(event.timestamp), "name": event.name,
+             "attributes": encode_attributes(event.attributes)}
             for event in span.events
         ]
     return data

@@ -551,8 +551,8 @@ class _Canonicalizer:
             items = list(itertools.islice(iterate(value), min(size, max(walk.left, 0) + 1)))
             return self._sequence(items, depth, walk, unordered)
         if set in classes or frozenset in classes:
-            iterate = set.__iter__ if set in classes else frozenset.__iter__
-            items = list(itertools.islice(iterate(value), max(walk.left, 0) + 1))
+            iterate_unordered = set.__iter__ if set in classes else frozenset.__iter__
+            items = list(itertools.islice(iterate_unordered(value), max(walk.left, 0) + 1))
             return self._sequence(items, depth, walk, True)
         fields = _readable.dataclass_fields(value)
         if fields is None:
@@ -663,11 +663,11 @@ class Fingerprinter:
         self._states: tuple[Any, Any, Any] | None = None  # (base it was built from, result, arguments)
 
     def _hash_states(self) -> tuple[Any, Any]:
-        base = _process_state() if self._key is None else None
+        base: Any = _process_state() if self._key is None else None  # the process key's state
         states = self._states
         if states is not None and states[0] is base:
             return states[1], states[2]
-        result = base if base is not None else hashlib.blake2b(key=self._key, digest_size=_DIGEST_BYTES)
+        result = base if self._key is None else hashlib.blake2b(key=self._key, digest_size=_DIGEST_BYTES)
         arguments = result.copy()
         arguments.update(self._prefix)
         self._states = (base, result, arguments)
@@ -685,6 +685,6 @@ class Fingerprinter:
         return ArgumentsFingerprint(digest.hexdigest(), keys or (), len(data), walk.opaque, walk.truncated)
 
     def result(self, result: Any) -> str:
-        digest = self._hash_states()[0].copy()
+        digest: hashlib.blake2b = self._hash_states()[0].copy()
         digest.update(self._canonical.form(result).encode("utf-8", "surrogatepass"))
         return digest.hexdigest()

@@ -79,7 +79,8 @@ def _as_dict(message: Any) -> dict[str, Any]:
         return copy.deepcopy(dict(message))
     dump = getattr(message, "model_dump", None)
     if callable(dump):
-        return dump(exclude_none=True)
+        dumped: dict[str, Any] = dump(exclude_none=True)
+        return dumped
     raise TypeError(f"a message must be a mapping or an SDK model, not {type(message).__name__}")
 
 
@@ -243,7 +244,9 @@ class _AnthropicRepair(_Repair):
             pending.append(call_id)
         return pending, renames
 
-    def _answer(self, message: dict[str, Any], pending: list[str], renames: dict[str, list[str]]) -> dict[str, Any] | None:
+    def _answer(
+        self, message: dict[str, Any], pending: list[str], renames: dict[str, list[str]]
+    ) -> dict[str, Any] | None:
         blocks = _blocks(message)
         results = [b for b in blocks if _block_type(b) == "tool_result"]
         others = [b for b in blocks if _block_type(b) != "tool_result"]
@@ -260,7 +263,8 @@ class _AnthropicRepair(_Repair):
             result["tool_use_id"] = target
             by_id[target] = result
         ordered = [result for result in results if any(result is kept for kept in by_id.values())]
-        self.moved += sum(1 for place, block in enumerate(ordered) if place >= len(blocks) or blocks[place] is not block)
+        self.moved += sum(
+            1 for place, block in enumerate(ordered) if place >= len(blocks) or blocks[place] is not block)
         fixed = self._results_message(pending, ordered)["content"] + others
         if not fixed:
             return None  # only orphan results: nothing left to say

@@ -28,7 +28,13 @@ from typing import Any
 
 from otel_agentguard import _ranges
 from otel_agentguard.attributes import PROBE_NAMES
-from otel_agentguard.claim_classifier import DEFAULT_TIMEOUT_MS, MODES, ClaimClassifier, ClassifierLoadError, load_callable
+from otel_agentguard.claim_classifier import (
+    DEFAULT_TIMEOUT_MS,
+    MODES,
+    ClaimClassifier,
+    ClassifierLoadError,
+    load_callable,
+)
 from otel_agentguard.claims import BUILTIN_PATTERNS, CLAIM_CATEGORIES, ClaimDetector
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY, OTEL_AGENTGUARD_PROFILE
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter
@@ -465,7 +471,8 @@ class _Parser:
         elif kind == "positive_number":
             allowed = _ranges.USD if key.endswith("_usd") else _ranges.SECONDS
             if not _ranges.within(value, allowed) or not value > 0:
-                raise self._error(key, f"expected a positive number up to {allowed.maximum:.3g}, got {_describe(value)}")
+                raise self._error(
+                    key, f"expected a positive number up to {allowed.maximum:.3g}, got {_describe(value)}")
             value = float(value)
         return value
 
@@ -529,7 +536,8 @@ class _Parser:
                 names = self._strings(value, prefix + key)
                 for name in names:
                     if name not in PROBE_NAMES:
-                        raise self._error(prefix + key, f"unknown probe {name!r} (expected one of: {', '.join(PROBE_NAMES)})")
+                        raise self._error(
+                            prefix + key, f"unknown probe {name!r} (expected one of: {', '.join(PROBE_NAMES)})")
                 values[key] = names
             else:
                 values[key] = self._number(value, prefix + key, kind)
@@ -540,7 +548,8 @@ class _Parser:
         base_values = {}
         if DEFAULT_PROFILE in table:
             base_values = self._profile_values(
-                self._table(table[DEFAULT_PROFILE], _key("profiles", DEFAULT_PROFILE)), _key("profiles", DEFAULT_PROFILE) + "."
+                self._table(table[DEFAULT_PROFILE], _key("profiles", DEFAULT_PROFILE)),
+                _key("profiles", DEFAULT_PROFILE) + ".",
             )
         base = dataclasses.replace(Profile(), **base_values)
         profiles = {DEFAULT_PROFILE: base}

@@ -32,24 +32,25 @@ from opentelemetry import context as context_api
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors, _registry, interrupts
 from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
+from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
+from otel_agentguard.derived import DerivedTools
 from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_MAX_SESSIONS,
     OTEL_AGENTGUARD_MODE,
     OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
 )
-from otel_agentguard._enforce import Enforcer, Intervention, breakpoint_of
-from otel_agentguard.derived import DerivedTools
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import SequenceBuffer, SessionJudge, Verdict, choose_stop_reason
-from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.probes import Alert
+from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.steps import TOOL, Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.version import __version__
 
@@ -111,7 +112,8 @@ class _Session:
 
     def is_session_span(self, span: ReadableSpan) -> bool:
         own = self.session_span
-        return own is not None and own.get_span_context().span_id == span.get_span_context().span_id
+        context = span.get_span_context()
+        return own is not None and context is not None and own.get_span_context().span_id == context.span_id
 
 
 class AgentGuardSpanProcessor(SpanProcessor):
@@ -170,7 +172,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # possibly a lock held mid-update: start it afresh, through a weak reference so
             # the hook does not keep a dropped processor alive.
             reference = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: (processor := reference()) and processor._after_fork())
+
+            def after_fork_in_child() -> None:
+                processor = reference()
+                if processor is not None:
+                    processor._after_fork()
+
+            os.register_at_fork(after_in_child=after_fork_in_child)
 
     def _new_store(self) -> SessionStore[_Session]:
         max_sessions, idle_timeout_s = self._store_options
@@ -252,7 +260,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if kind is not None and _same_step_as_parent(kind, attrs, parent_context):
             # The same call seen twice (two instrumentations of one request; an MCP server's span
             # under the client's): the enclosing span is the step.
-            stamp = {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True}
+            stamp: dict[str, AttributeValue] = (
+                {A.SESSION_ID: session_id, A.NESTED_STEP: True} if stamp_session else {A.NESTED_STEP: True})
             span.set_attributes(stamp)
             self._remember_step_of(span, trace.get_current_span(parent_context))
             return
@@ -314,8 +323,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         session_id = attrs.get(A.SESSION_ID)
         if session_id is None or attrs.get(A.VERDICT):
             return
-        if self._tool_scopes:
-            self._tool_scopes.pop(span.get_span_context().span_id, None)
+        if self._tool_scopes and (context := span.get_span_context()) is not None:
+            self._tool_scopes.pop(context.span_id, None)
         session = self._store.get(session_id)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
@@ -336,6 +345,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if sequence is not None and sequence < session.first_sequence:
             return  # a straggler of an earlier run of this session id
         if kind is None:
+            assert sequence is not None  # neither a step nor numbered returned above
             with session.lock:
                 released = session.buffer.skip(sequence)
         else:
@@ -412,6 +422,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         Called under the session's lock: _end cannot end the span between check and write."""
         if session.span_open():
             for alert in raised:
+                # span_open() said the span is set; mypy cannot see through the call.
                 session.session_span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
         else:
             session.pending_alerts.extend(raised)
@@ -530,7 +541,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         """Stamp the session and raise :class:`AgentStopped` into the agent."""
         with session.lock:
             judge = session.judge
-            session.enforcer.stopped = reason  # type: ignore[union-attr]
+            session.enforcer.stopped = reason  # type: ignore[union-attr]  # only enforce mode stops: it has one
             injected = None
             if reason in A.INTERRUPTS:
                 session.interrupt = reason
@@ -539,7 +550,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 last = judge.last_sequence
                 injected = Alert(reason, last, (last,) if last else (), detail, BUDGET_DISPOSAL, _budget_kind(detail))
                 judge.alerts.append(injected)
-            if session.span_open():
+            if session.span_open():  # so the span is set (union-attr below)
                 span = session.session_span
                 if injected is not None:
                     span.add_event(A.STALL_EVENT, alert_attributes(injected))  # type: ignore[union-attr]
@@ -598,7 +609,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                                            unfinished=unfinished)
             span = session.session_span
             on_span = span is not None and span.is_recording()
-            if on_span:
+            if on_span:  # so the span is set (union-attr below)
                 for alert in raised:
                     span.add_event(A.STALL_EVENT, alert_attributes(alert))  # type: ignore[union-attr]
                 span.set_attributes(self.verdict_attributes(verdict))  # type: ignore[union-attr]

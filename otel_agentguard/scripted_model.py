@@ -27,7 +27,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing from Python 3.11
 
 from otel_agentguard.history import history_problems
 
@@ -51,6 +54,11 @@ class ToolCall:
     call_id: str = ""  # empty: a fresh id each time the turn is sent, as a real model would
 
 
+class _Usage(TypedDict, total=False):
+    input_tokens: int
+    output_tokens: int
+
+
 @dataclass(frozen=True)
 class Turn:
     """One model response: some text, tool calls, or both."""
@@ -61,11 +69,11 @@ class Turn:
     output_tokens: int = 30
 
     @classmethod
-    def answer(cls, text: str, **usage: int) -> Turn:
+    def answer(cls, text: str, **usage: Unpack[_Usage]) -> Turn:
         return cls(text=text, **usage)
 
     @classmethod
-    def chant(cls, prefix: str, unit: str, copies: int, **usage: int) -> Turn:
+    def chant(cls, prefix: str, unit: str, copies: int, **usage: Unpack[_Usage]) -> Turn:
         """An answer that starts well and then repeats ``unit`` until ``max_tokens`` (a looping model).
 
         ``unit`` may hold ``{n}``, replaced by the copy's number (a counter that changes).
@@ -78,7 +86,7 @@ class Turn:
         return cls(tool_calls=(ToolCall(name, arguments),))
 
     @classmethod
-    def calls(cls, *calls: tuple[str, dict[str, Any]], **usage: int) -> Turn:
+    def calls(cls, *calls: tuple[str, dict[str, Any]], **usage: Unpack[_Usage]) -> Turn:
         return cls(tool_calls=tuple(ToolCall(name, args) for name, args in calls), **usage)
 
 
@@ -130,6 +138,7 @@ class ScriptedModelServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address
         return f"http://{host}:{port}"
 
     @property

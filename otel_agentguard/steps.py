@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
@@ -29,7 +29,8 @@ TOOL = "tool"
 MODEL = "model"
 
 FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
-TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"})  # the last: Vercel AI SDK
+# The last: Vercel AI SDK.
+TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"})
 _MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
 # The Vercel AI SDK (``ai``) names its spans' operation in ``ai.operationId``, not in gen_ai.operation.name.
 _AI_SDK_TOOL_CALL = "ai.toolCall"
@@ -240,7 +241,9 @@ def _model_step(
     )
 
 
-def _output_repetition(attrs: Mapping[str, Any], policy: Policy, messages: list[Any] | None) -> RepetitionSummary | None:
+def _output_repetition(
+    attrs: Mapping[str, Any], policy: Policy, messages: list[Any] | None
+) -> RepetitionSummary | None:
     """Our recorded summary, else one computed from captured answer text (a foreign span, or a
     replay without the summary) with the default profile's thresholds."""
     recorded = attrs.get(A.OUTPUT_REPETITION)
@@ -319,7 +322,7 @@ def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
 def _as_sequence(value: Any) -> Sequence[Any]:
     kind = type(value)
     if kind is tuple or kind is list:  # what spans hold; the ABC check below is slow
-        return value
+        return cast(Sequence[Any], value)
     if isinstance(value, str):
         return (value,)
     if isinstance(value, Sequence):

@@ -54,7 +54,9 @@ class GuardedTracing:
     def __enter__(self) -> GuardedTracing:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -83,7 +85,7 @@ class GuardedTracing:
     def metric_points(self, name: str) -> list[tuple[dict[str, Any], Any]]:
         """``(attributes, point)`` for every data point of metric ``name``."""
         data = self.metric_reader.get_metrics_data()
-        points = []
+        points: list[tuple[dict[str, Any], Any]] = []
         for resource_metrics in data.resource_metrics if data else ():
             for scope_metrics in resource_metrics.scope_metrics:
                 for metric in scope_metrics.metrics:

@@ -29,11 +29,13 @@ from otel_agentguard import attributes as A
 
 _MAX_PARSE_CHARS = 1 << 20  # a message list beyond 1 MiB is not parsed
 
-_OI_CALL = re.compile(r"llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)")
+_OI_CALL = re.compile(
+    r"llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)")
 _OI_INPUT = re.compile(r"llm\.input_messages\.(\d+)\.message\.(role|tool_call_id|content)")
 _LEGACY_CALL = re.compile(r"gen_ai\.completion\.(\d+)\.tool_calls\.(\d+)\.(id|name|arguments)")
 _LEGACY_INPUT = re.compile(r"gen_ai\.prompt\.(\d+)\.(role|tool_call_id|content)")
-_FIELD = {"id": "id", "function.name": "name", "name": "name", "function.arguments": "arguments", "arguments": "arguments"}
+_FIELD = {
+    "id": "id", "function.name": "name", "name": "name", "function.arguments": "arguments", "arguments": "arguments"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,8 @@ def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
 
 def requested_call_count(attrs: Mapping[str, Any]) -> int | None:
     """How many tool calls a foreign model span asked for, or None when it does not say."""
-    if A.GEN_AI_OUTPUT_MESSAGES not in attrs and _OI_OUTPUT_ROLE not in attrs and "gen_ai.completion.0.role" not in attrs:
+    if (A.GEN_AI_OUTPUT_MESSAGES not in attrs and _OI_OUTPUT_ROLE not in attrs
+            and "gen_ai.completion.0.role" not in attrs):
         return None
     return len(requested_calls(attrs))
 
@@ -111,7 +114,7 @@ def _messages(raw: Any) -> list[Any] | None:
 
 
 def _parts_of(messages: list[Any], kind: str) -> list[Mapping[str, Any]]:
-    found = []
+    found: list[Mapping[str, Any]] = []
     for message in messages:
         parts = message.get("parts") if isinstance(message, Mapping) else None
         if isinstance(parts, list):

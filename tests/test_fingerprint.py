@@ -17,9 +17,9 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 import pydantic
 import pytest

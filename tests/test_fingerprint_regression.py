@@ -14,11 +14,11 @@ import json
 import random
 from typing import Any
 
+import fingerprint_v1_reference as v1
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fingerprint_v1_reference as v1
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
 
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

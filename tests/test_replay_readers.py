@@ -648,7 +648,7 @@ def test_agent_trace_sessions_interleaved_in_one_file_stay_apart(tmp_path, polic
     one = SEARCH_LOOP_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
     two = SEARCH_BUDGET_TRACE.read_text(encoding="utf-8").splitlines(keepends=True)
     path = tmp_path / "agent-trace.jsonl"
-    path.write_text("".join(a + b for a, b in zip(one, two)), encoding="utf-8")
+    path.write_text("".join(a + b for a, b in zip(one, two, strict=False)), encoding="utf-8")
     sessions = _sessions(path, policy)
     assert len(sessions) == 2
     assert [len(s.steps) for s in sessions.values()] == [3, 3]

@@ -87,7 +87,7 @@ def test_trajectory_number_too_large_for_a_float_is_one_line(tmp_path, capsys, f
 
 def test_json_trajectory_number_too_large_is_one_line(tmp_path, capsys):
     path = tmp_path / "trajectory.json"
-    path.write_text('{\n  "steps": [\n    {"model": "m", "input_tokens": %s}\n  ]\n}\n' % HUGE, encoding="utf-8")
+    path.write_text('{\n  "steps": [\n    {"model": "m", "input_tokens": ' + HUGE + '}\n  ]\n}\n', encoding="utf-8")
     message = _one_line_error(capsys, "replay", str(path))
     assert str(path) in message and "input_tokens" in message and "expected an integer" in message
 

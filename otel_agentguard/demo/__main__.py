@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from otel_agentguard.policy import load_policy
 from otel_agentguard.replay import render
@@ -53,7 +54,7 @@ def _launcher() -> str:
     return str(found) if found.exists() else (shutil.which("opentelemetry-instrument") or "opentelemetry-instrument")
 
 
-def run_live(trace_file: Path, policy_file: Path) -> dict[str, dict]:
+def run_live(trace_file: Path, policy_file: Path) -> dict[str, dict[str, Any]]:
     env = {
         **os.environ,
         "OTEL_SERVICE_NAME": "agentguard-demo",
@@ -69,7 +70,8 @@ def run_live(trace_file: Path, policy_file: Path) -> dict[str, dict]:
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
         raise SystemExit(f"the demo agent failed (exit {done.returncode})")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    verdicts: dict[str, dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return verdicts
 
 
 def prepare(out: str) -> tuple[Path, Path]:

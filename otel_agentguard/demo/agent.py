@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletionToolParam
 
 import otel_agentguard as ag
 from otel_agentguard.scripted_model import Request, ScriptedModelServer, Turn
@@ -30,7 +31,7 @@ CONVERSATIONS = {
     "honest-refund": "Please refund order C3009, it never arrived.",
 }
 
-TOOLS = [
+TOOLS: list[ChatCompletionToolParam] = [
     {"type": "function", "function": {"name": name, "description": text, "parameters": {
         "type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}}}
     for name, text in (
@@ -79,7 +80,7 @@ def script(request: Request) -> Turn:
 
 def run_conversation(client: openai.OpenAI, name: str) -> ag.Verdict | None:
     tools = {"get_order": get_order, "query_logistics": query_logistics, "refund": refund}
-    messages: list[dict[str, Any]] = [
+    messages: list[Any] = [  # message params, then the model's replies as dumped dicts
         {"role": "system", "content": "You are a support agent. Use the tools."},
         {"role": "user", "content": CONVERSATIONS[name]},
     ]
@@ -91,6 +92,8 @@ def run_conversation(client: openai.OpenAI, name: str) -> ag.Verdict | None:
             if not message.tool_calls:
                 break
             for call in message.tool_calls:
+                if call.type != "function":
+                    continue  # the demo offers function tools only
                 result = tools[call.function.name](**json.loads(call.function.arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
     return session.verdict

@@ -95,7 +95,7 @@ def _new_monitor() -> RepetitionMonitor | None:
 
 def is_model_span(span: Any) -> bool:
     attrs = getattr(span, "attributes", None)
-    return bool(attrs) and span.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS
+    return bool(attrs and span.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS)
 
 
 class ModelCall:

@@ -23,7 +23,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard.errors import AgentStopped
 
 
-class StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class StreamProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x proxies take no subscript at runtime
     def __init__(
         self,
         stream: Any,

@@ -44,7 +44,7 @@ class NoProgress:
         state = step.result_fingerprint
         if state is None and not step.failed:
             return None  # the result is unknown: no verdict either way
-        if not step.failed and state not in self._seen:
+        if not step.failed and state is not None and state not in self._seen:
             self._seen[state] = None
             if len(self._seen) > _MAX_STATES:
                 del self._seen[next(iter(self._seen))]

@@ -31,7 +31,7 @@ _SCALAR_TAGS = frozenset({
 })
 
 
-class LineDict(dict):  # type: ignore[type-arg]
+class LineDict(dict[Any, Any]):
     """A mapping that remembers the YAML line it started on (for error messages)."""
 
     __slots__ = ("line", "key_lines")
@@ -117,7 +117,8 @@ def _build(loader: Any, path: str, yaml: Any) -> Any:
                     reason = getattr(exc, "problem", None) or str(exc).splitlines()[0][:120]
                     if "digits" in reason:  # Python's own wording names a setting the user cannot change
                         reason = "an integer of more than 4,300 digits"
-                    raise InputError(path, f"invalid YAML value {_short(event.value)}: {reason}", _line(event)) from None
+                    raise InputError(
+                        path, f"invalid YAML value {_short(event.value)}: {reason}", _line(event)) from None
             else:
                 raise InputError(path, f"YAML tag {tag} is not allowed (plain data only)", _line(event))
             size = 1
@@ -209,7 +210,8 @@ def _over_budget(path: str, event: Any, anchors: dict[str, tuple[Any, int]]) -> 
 
 
 def _line(event: Any) -> int:
-    return event.start_mark.line + 1
+    line: int = event.start_mark.line
+    return line + 1
 
 
 def _short(text: str) -> str:

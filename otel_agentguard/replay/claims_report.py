@@ -40,12 +40,12 @@ def explain_json(texts: list[str], verdicts: list[ClaimVerdict]) -> list[dict[st
         "decided_by": verdict.decided_by,
         "findings": [{"clause": f.clause, "claim": f.claim, "rule": f.rule, "text": _clause_text(text, f)}
                      for f in verdict.findings],
-    } for text, verdict in zip(texts, verdicts)]
+    } for text, verdict in zip(texts, verdicts, strict=True)]
 
 
 def explain_table(texts: list[str], verdicts: list[ClaimVerdict]) -> str:
     lines: list[str] = []
-    for text, verdict in zip(texts, verdicts):
+    for text, verdict in zip(texts, verdicts, strict=True):
         if lines:
             lines.append("")
         if verdict.is_claim:

@@ -82,7 +82,8 @@ def _read_and_judge(args: argparse.Namespace) -> tuple[Policy, list[render.Judge
         with classifier_everywhere():  # offline: the policy's claim classifier may be waited for
             sessions = read_files(args.files, policy, bar.update if bar else None, documents)
             if not sessions and not args.allow_empty:
-                named = ", ".join(args.files[:5]) + (f" and {len(args.files) - 5} more files" if len(args.files) > 5 else "")
+                more = f" and {len(args.files) - 5} more files" if len(args.files) > 5 else ""
+                named = ", ".join(args.files[:5]) + more
                 raise UsageError(f"no sessions in {named} (an empty or broken export?); "
                                  "give --allow-empty if none is expected")
             if bar:

@@ -38,7 +38,7 @@ _COUNT_ATTRIBUTES = (
 )
 
 
-def decode_value(value: Mapping[str, Any]) -> Any:
+def decode_value(value: Mapping[str, Any] | None) -> Any:
     """One OTLP ``AnyValue`` as a Python value."""
     if type(value) is dict:  # what a JSON parser gives: skip the ABC check below
         if len(value) == 1:  # the usual shape: one typed member
@@ -227,6 +227,7 @@ class OTLPCollector:
     def sessions(self) -> list[RecordedSession]:
         joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
+        candidate: _Candidate | None  # a derived step has none
         for candidate in self._candidates:
             parent = self._steps_by_span.get(candidate.parent_id)
             if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):
@@ -263,6 +264,7 @@ class OTLPCollector:
         self, members: list[tuple[str | None, _Candidate]], numbered: bool, session_id: str
     ) -> list[tuple[str | None, _Candidate | None, Step]]:
         """The members' steps, with tool steps derived from their model spans in between."""
+        # The derivation is typed for any StepSpan; these members are _Candidates, and so what it returns.
         try:
             return with_derived_steps(  # type: ignore[return-value]
                 members, numbered=numbered, session_id=session_id, policy=self._policy,
@@ -272,8 +274,9 @@ class OTLPCollector:
             raise
         except Exception as exc:  # a tool call the adapter cannot read: name the file, never a traceback
             first = members[0][1]
-            raise InputError(first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})",
-                             first.line) from None
+            raise InputError(
+                first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})", first.line
+            ) from None
 
     def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
         try:
@@ -293,7 +296,9 @@ class OTLPCollector:
                              candidate.line) from None
 
 
-def _run(session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool) -> RecordedSession:
+def _run(
+    session_id: str, attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool
+) -> RecordedSession:
     stop_reason = attrs.get(A.STOP_REASON)
     # An interrupt, or a stop the guard made (enforce mode), is a fact of the run, not a judgement:
     # a budget stopped before the call that would cross it leaves no step to judge.

@@ -73,7 +73,8 @@ def replay_table(judged: Sequence[Judged], compared: Sequence[Verdict] | None = 
         lines.append(f"session {verdict.session_id}{title}")
         lines.append(
             f"  {_short_path(session.source)} | profile {verdict.profile} | {verdict.steps} {STEPS_MEANING} | "
-            f"{verdict.tokens:,} tokens | {_flagged(verdict.cost_usd, '${:.4f}')} | {_flagged(verdict.duration_s, '{:.1f}s')}"
+            f"{verdict.tokens:,} tokens | {_flagged(verdict.cost_usd, '${:.4f}')} | "
+            f"{_flagged(verdict.duration_s, '{:.1f}s')}"
         )
         lines.append(f"  stop_reason: {verdict.stop_reason}")
         lines.extend(_alert_lines(verdict, "  "))

@@ -29,7 +29,7 @@ from otel_agentguard.replay.trajectory import is_trajectory_document, sessions_f
 try:  # optional: parses OTLP lines 3-5x faster; every result is the stdlib's (see _loads_line)
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]  # optional: callers check for None
 
 # A bare integer orjson would read as a float (beyond 64 bits) as an object member: such
 # lines go to the stdlib parser. (OTLP numbers are 64-bit; hex ids in strings never match.)

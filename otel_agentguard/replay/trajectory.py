@@ -23,7 +23,7 @@ nothing in a file is ever executed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
@@ -108,7 +108,7 @@ def _step(
     input_tokens = int(_number(raw, "input_tokens", path, where, 0, _ranges.COUNT))
     output_tokens = int(_number(raw, "output_tokens", path, where, tokens, _ranges.COUNT))
     cost = raw.get("cost_usd")
-    common = dict(
+    common: dict[str, Any] = dict(
         session_id=session_id, sequence=sequence, start_ns=start, end_ns=end, label=label,
         input_tokens=input_tokens, output_tokens=output_tokens,
         cost_usd=float(_number(raw, "cost_usd", path, where, 0.0, _ranges.USD)) if cost is not None else None,
@@ -183,7 +183,7 @@ def _number(raw: Mapping[str, Any], key: str, path: str, where: str, default: fl
     value = raw.get(key, default)
     if not _ranges.within(value, allowed):
         raise _error(path, raw, f"{where}.{key}: expected {allowed.expected}, got {_ranges.describe(value)}")
-    return value
+    return cast(float, value)  # a number, as within() checked
 
 
 def _optional_text(raw: Mapping[str, Any], key: str, path: str, where: str) -> str | None:

@@ -348,7 +348,7 @@ def _note(batch: TraceBatch, span: Mapping[str, Any], attrs: Any) -> None:
     for item in attrs:
         key = item["key"]
         if key in _SESSION_KEYS or key == A.GEN_AI_OPERATION_NAME or key in _FINISH_KEYS:
-            value = _plain((item.get("value") or {}))
+            value = _plain(item.get("value") or {})
             if key == A.GEN_AI_OPERATION_NAME:
                 agent = value == A.OP_INVOKE_AGENT
             elif key in _FINISH_KEYS:

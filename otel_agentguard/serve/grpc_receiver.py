@@ -44,6 +44,8 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
 
 def create_server(service: JudgeService, address: str, *, token: str | None, max_body_bytes: int) -> Any:
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_body_bytes)])
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(service, token), server)
+    # protoc's generated gRPC module carries no annotations.
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        _TraceService(service, token), server)
     server.add_insecure_port(address)
     return server

@@ -179,5 +179,5 @@ class LiveSessions:
         fallback = trace.root_span_id or trace.any_span_id
         return [
             JudgedSession(session, verdict, trace_id, trace.session_spans.get(session.session_id, fallback), reason)
-            for session, verdict in zip(sessions, verdicts)
+            for session, verdict in zip(sessions, verdicts, strict=True)
         ]

@@ -15,8 +15,8 @@ import pytest
 import wrapt
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import StructuredTool, ToolException, tool
@@ -317,7 +317,10 @@ def test_streamed_chat_model_call_is_one_model_span(tracing, mode, serve):
         prompts = ("Where are A1 and B2?", "Refund A1.")
 
         async def collect() -> list:  # one event loop: the async client belongs to it
-            return [[chunk async for chunk in model.astream(prompt)] for prompt in prompts]
+            streams = []
+            for prompt in prompts:  # not a comprehension: async ones nest only from Python 3.11
+                streams.append([chunk async for chunk in model.astream(prompt)])
+            return streams
 
         streams = [list(model.stream(prompt)) for prompt in prompts] if mode == "stream" else asyncio.run(collect())
         assert all(len(chunks) > 2 for chunks in streams)

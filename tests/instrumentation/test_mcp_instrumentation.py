@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
-mcp = pytest.importorskip("mcp")
+pytest.importorskip("mcp")
 
 import mcp.client.client  # noqa: E402
 import mcp.client.session  # noqa: E402

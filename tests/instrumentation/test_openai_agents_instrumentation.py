@@ -20,6 +20,7 @@ from typing import Any
 import agents
 import agents.tracing.setup
 import httpx2
+import openai
 import pytest
 from agents import (
     Agent,
@@ -340,7 +341,7 @@ def test_failed_model_call_ends_the_session_as_error(tracing):
     with ScriptedModelServer(turns(ANSWER)) as server:
         agent = make_agent(server)
         agent.model._client = AsyncOpenAI(base_url=server.base_url + "/missing", api_key="x", max_retries=0)
-        with pytest.raises(Exception):
+        with pytest.raises(openai.APIStatusError):
             Runner.run_sync(agent, "Where is A1?", run_config=RunConfig(group_id="c"))
     (model,) = by_operation(tracing, "chat")
     assert model.status.status_code is StatusCode.ERROR

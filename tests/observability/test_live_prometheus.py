@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from otel_agentguard.attributes import STOP_REASONS as A_STOP_REASONS
 import yaml
 from obs_support import (
     RULE_FILES,
@@ -47,6 +45,8 @@ from obs_support import (
     variable_queries,
     wait_for,
 )
+
+from otel_agentguard.attributes import STOP_REASONS as A_STOP_REASONS
 
 WARM_UP = {kind: 1 for kind in SESSION_KINDS}
 PLAN = {"completed": 13, "tool_loop": 4, "fake_completion": 1, "budget_exceeded": 2}

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from rel_support import (
     Boom,
     EvilClass,
-    EvilHash,
     EvilEverything,
+    EvilHash,
     SpanRecipe,
     content_capture,
     export_digest,

@@ -35,7 +35,7 @@ def run_agent_with_tools(count: int) -> tuple[set[str], list[tuple[str, dict]]]:
             raise TimeoutError("down")
 
         broken = ag.tool(failing, name=sorted(names)[0], tracer_provider=tracing.tracer_provider)
-        for n, (name, tool) in enumerate(sorted(tools.items())):
+        for n, (_name, tool) in enumerate(sorted(tools.items())):
             with tracing.session(f"s-{n}"):
                 shape = n % 4
                 if shape == 0:  # tool_loop

@@ -180,7 +180,7 @@ def agent_langchain(tracing: GuardedTracing, server: ScriptedModelServer, s: Sec
 
 
 def agent_mcp(tracing: GuardedTracing, server: ScriptedModelServer, s: Secrets) -> None:
-    mcp = pytest.importorskip("mcp")
+    pytest.importorskip("mcp")
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -265,7 +265,7 @@ AGENTS: dict[str, tuple[Callable[..., None], tuple[str, ...], set[str]]] = {
 @pytest.fixture
 def isolated_agents_sdk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The OpenAI Agents SDK with a fresh trace provider, no API key and no way off the machine."""
-    agents = pytest.importorskip("agents")
+    pytest.importorskip("agents")
     import agents.tracing.setup
     from agents.tracing.processors import BackendSpanExporter
     from agents.tracing.provider import DefaultTraceProvider

@@ -51,7 +51,7 @@ def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEven
     return events
 
 
-class MessageStreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class MessageStreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x: no subscript at runtime
     """The ``MessageStreamManager`` of ``Messages.stream``, with the model span started on ``__enter__``."""
 
     def __init__(self, manager: Any, start: StartCall):
@@ -79,7 +79,7 @@ class MessageStreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
         return self.__wrapped__.__exit__(exc_type, exc, traceback)
 
 
-class AsyncMessageStreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class AsyncMessageStreamManagerProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x: no subscript at runtime
     """The ``AsyncMessageStreamManager`` of ``AsyncMessages.stream``, span started on ``__aenter__``."""
 
     def __init__(self, manager: Any, start: StartCall):

@@ -27,7 +27,7 @@ _THREAD_KEY = "thread_id"
 try:  # the config of the runnable that is running now (langchain-core >= 0.2)
     from langchain_core.runnables.config import var_child_runnable_config as _current_config
 except ImportError:  # pragma: no cover - older langchain-core: explicit config and metadata only
-    _current_config = None
+    _current_config = None  # type: ignore[assignment]  # absent in this version: callers check for None
 
 
 def thread_id(*sources: Any) -> str | None:

@@ -52,8 +52,8 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import record_intervention, tool_result_attributes, tool_start_attributes
-from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.policy import Policy
 
@@ -270,6 +270,7 @@ class _ToolCall:
                 return None
             if self.span is None:
                 self._start_own_span(self.start_ns)
+            # _start_own_span set the span; mypy cannot see through the call.
             record_intervention(self.span, self.name, intervention, self.policy)  # type: ignore[arg-type]
             self._done = True
             from mcp.types import CallToolResult, TextContent
@@ -476,7 +477,8 @@ def otel_span(context: InstrumentationContext) -> Callable[..., Any]:
 def _plan(kind: Any, attributes: Mapping[str, Any], parent: Any) -> tuple[dict[str, Any], _ToolCall | None, str] | None:
     """What to add to an mcp ``tools/call`` span before it starts, and which call it belongs to."""
     if kind is SpanKind.SERVER:
-        twin = _open_client_steps.get(_remote_parent(parent)) if parent is not None else None
+        remote = _remote_parent(parent) if parent is not None else None
+        twin = _open_client_steps.get(remote) if remote is not None else None
         if twin is not None:
             # The server half of a client span in this process that is already the step.
             # Marked nested (counted once, like a model call seen by two instrumentations).

@@ -17,8 +17,8 @@ import wrapt
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import repair_history_enabled
-from otel_agentguard.history import repair_history
 from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
+from otel_agentguard.history import repair_history
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation._stream import StreamProxy
@@ -167,7 +167,9 @@ def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[...
 
 def async_create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
     def factory(context: InstrumentationContext) -> Callable[..., Any]:
-        async def create(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        async def create(
+            wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
             kwargs, repaired = _guard_before(context, kwargs, api)
             call = _start(context, kwargs, api, repaired)
             if call is None:

@@ -64,12 +64,15 @@ or ``OpenAIAgentsInstrumentor().uninstrument()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from otel_agentguard.instrumentation._base import GuardInstrumentor, InstrumentationContext, PatchTarget
 from otel_agentguard.instrumentation.openai_agents import _enforce, _registration
 from otel_agentguard.instrumentation.openai_agents.package import _instruments
 
 
-def _keep_registered(context: InstrumentationContext) -> object:
+def _keep_registered(context: InstrumentationContext) -> Callable[..., Any]:
     return _registration.keep_registered
 
 

@@ -34,6 +34,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from contextvars import Token
 from typing import Any
 
 from agents.tracing import (
@@ -46,6 +47,7 @@ from agents.tracing import (
     get_current_trace,
 )
 from opentelemetry import baggage, context, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges, _registry
@@ -84,7 +86,7 @@ class _Run:
         self.session_id = session_id
         self.span = span
         self.context = ctx  # parent context of the run's top-level steps
-        self.token: object | None = None
+        self.token: Token[Context] | None = None
         self.error_type: str | None = None  # an agent run failed or a guardrail tripped
         self.model_failed = False  # the latest model call failed (a retried success clears it)
         self.named = False
@@ -100,11 +102,11 @@ class _Node:
         self.kind = kind
         self.span = span
         self.context = ctx  # parent context for the SDK span's children
-        self.token: object | None = None
+        self.token: Token[Context] | None = None
         self.agent_name = agent_name
 
 
-class GuardTracingProcessor(TracingProcessor):  # type: ignore[misc]
+class GuardTracingProcessor(TracingProcessor):
     """Receives the Agents SDK's trace events and writes the guard's spans.
 
     Args:
@@ -198,6 +200,7 @@ class GuardTracingProcessor(TracingProcessor):  # type: ignore[misc]
                 span.set_attribute(A.ERROR_TYPE, error_type)
             # As otel_agentguard.session does: the verdict goes on the span while it can take it.
             for processor in _registry.processors():
+                # The SDK's span behind the API type the tracer returns.
                 processor.end_session(span, error=error_type is not None)  # type: ignore[arg-type]
         finally:
             span.end()
@@ -394,7 +397,7 @@ def _parent_context(mapped: context.Context) -> context.Context:
     return mapped
 
 
-def _detach(token: object | None, span: Span) -> None:
+def _detach(token: Token[Context] | None, span: Span) -> None:
     """Undo an attach, but only where it is still ours to undo.
 
     The SDK may end a span from another task (an abandoned stream finalised
@@ -403,7 +406,7 @@ def _detach(token: object | None, span: Span) -> None:
     """
     if token is None or trace.get_current_span() is not span:
         return
-    context.detach(token)  # type: ignore[arg-type]
+    context.detach(token)
 
 
 def _baggage_session(ctx: context.Context) -> str | None:
