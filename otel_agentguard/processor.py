@@ -241,10 +241,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
             or _parent_session(parent_context)
         )
         implicit = session_id is None
-        if implicit:
+        if session_id is None:
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
+        resolved: str = session_id  # the closure below sees the narrowed type
         stamp_session = attrs.get(A.SESSION_ID) != session_id  # absent, or a foreign non-string value
         if kind == TOOL or (self._tool_scopes and _parent_span_id(parent_context) in self._tool_scopes):
             self._enter_tool_scope(span)
@@ -267,7 +268,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             return
         start_ns = span.start_time or time.time_ns()
         session = self._store.get_or_create(
-            session_id, lambda: self._new_session(session_id, attrs, context_session, start_ns, implicit)
+            resolved, lambda: self._new_session(resolved, attrs, context_session, start_ns, implicit)
         )
         if is_session_span and session.session_span is None:
             session.session_span = span  # an inner invoke_agent of the same session joins the outer run
@@ -298,7 +299,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def _carry_to_step(self, span: ReadableSpan, attrs: Mapping[str, Any]) -> None:
         """What the judge reads, written on a nested duplicate of a call (three instrumentations
         of one request: ours enriches the span right around the SDK), goes on the step span."""
-        step = self._nested_steps.pop(span.get_span_context().span_id, None)
+        context = span.get_span_context()
+        step = self._nested_steps.pop(context.span_id, None) if context is not None else None
         if step is None or not step.is_recording():
             return
         present = span_attributes(step)

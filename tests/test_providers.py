@@ -15,7 +15,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agentguard as ag
 from otel_agentguard import _providers
-from otel_agentguard import attributes as A
 
 IN_ORDER = Path(__file__).parent / "instrumentation" / "launch_in_order.py"
 

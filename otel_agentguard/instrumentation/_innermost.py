@@ -24,7 +24,7 @@ import wrapt
 
 _MAX_CHAIN = 32  # a longer chain of proxies is not a chain of method wrappers
 # wrapt 2 derives its function wrappers from BaseObjectProxy; in wrapt 1 that is ObjectProxy.
-_Proxy: type = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
+_Proxy: Any = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 
 def wrap_innermost(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> None:
@@ -45,7 +45,7 @@ def wrap_innermost(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> N
 def unwrap_ours(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> bool:
     """Take the wrapper made with ``wrapper`` out of ``owner.attribute``'s chain; True if found."""
     current = vars(owner).get(attribute) if isinstance(owner, type) else getattr(owner, attribute, None)
-    if _is_made_with(current, wrapper):
+    if current is not None and _is_made_with(current, wrapper):
         setattr(owner, attribute, current.__wrapped__)
         return True
     holder = current

@@ -117,7 +117,7 @@ def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
                        on_exhausted=call.after)
 
 
-class _RawStream(wrapt.ObjectProxy):  # type: ignore[misc]
+class _RawStream(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x proxies take no subscript at runtime
     """A streamed call through ``with_raw_response`` (or ``with_streaming_response``): the
     stream is what ``.parse()`` returns, so that is what is proxied and ends the call. Parsed
     by whoever calls ``.parse()`` first: the application, or another instrumentation outside us."""
