@@ -659,8 +659,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
 def _wants_verdict_span(session: _Session, verdict: Verdict) -> bool:
     """Model calls alone, outside any session (no session id anywhere, no tool step, no
     alert), are no agent run worth a span of its own: their verdict goes to the metrics only."""
-    return (not session.implicit or bool(verdict.alerts) or session.interrupt is not None
-            or verdict.steps > verdict.model_calls)
+    totals = session.judge.totals
+    tool_steps = totals.steps - (1 if totals.final else 0)  # steps count tool calls and the final answer
+    return not session.implicit or bool(verdict.alerts) or session.interrupt is not None or tool_steps > 0
 
 
 def alert_attributes(alert: Alert) -> dict[str, Any]:

@@ -71,7 +71,8 @@ def test_openai_v2_stable_conventions_show_model_calls_only(scenario, tmp_path):
     assert replayed.alerts == []
     assert replayed.steps == 1  # the final answer; no tool call is visible
     assert replayed.tokens == len(wanted.turns) * (120 + 30)
-    assert live == [replayed]
+    # Live, model calls alone with no session id get no verdict span (only the metrics count them).
+    assert live == []
 
 
 @needs_foreign
@@ -86,7 +87,9 @@ def test_with_content_capture_off_only_counts_and_budgets_are_seen(instrumentati
     (budgeted,) = replay(trace, parse_policy("[profiles.default]\nmax_model_calls = 5\n", "<budget>"))
 
     assert replayed.stop_reason == "completed" and replayed.alerts == []
-    assert live == [replayed]
+    # Live, model calls alone with no session id get no verdict span (only the metrics count them);
+    # OpenInference's session.id (using_session) and Pydantic AI's tool spans make it a judged run.
+    assert live == ([replayed] if instrumentation in ("pydantic-ai", "openinference") else [])
     assert budgeted.stop_reason == "budget_exceeded"
     if instrumentation == "pydantic-ai":
         # its own tool spans still name every call (no arguments): steps are counted
