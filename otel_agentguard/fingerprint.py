@@ -181,7 +181,10 @@ def _decimal_text(value: decimal.Decimal) -> str:
 
 
 _MAX_NODES = 50_000  # values (container entries) read per call, every container kind together
-_MAX_TEXT = 4 << 20  # characters of strings plus bytes of buffers read per call
+_MAX_TEXT = 4 << 20  # characters of long strings plus bytes of buffers read per call
+# Strings up to this long are read in full and not counted against _MAX_TEXT: with at most
+# _MAX_NODES values per call their total is bounded anyway, and counting them costs the hot path.
+_SHORT_TEXT = 256
 _MAX_LABELS = 8192  # quoted keys remembered, for all tools together
 _MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
 
@@ -302,6 +305,8 @@ class _Canonicalizer:
         return self._other(value, depth, walk, unordered)
 
     def _str(self, value: str, walk: _Walk) -> str:
+        if len(value) <= _SHORT_TEXT:
+            return _str_text(value)
         readable = walk.text_left
         walk.text_left -= len(value)
         if walk.text_left >= 0:
@@ -317,16 +322,22 @@ class _Canonicalizer:
         if marker in active:
             return "@", None
         size = dict.__len__(value)
-        readable = walk.spend(size)
-        if readable == size:
-            entries = list(dict.items(value))
+        left = walk.left
+        if size <= left:
+            # Only exact-str keys are sorted directly: a key class may define its own __lt__.
+            # (Iterating a dict's keys through dict's own iterator runs no application code.)
+            if not _STR_ONLY.issuperset(map(type, dict.__iter__(value))):
+                return self._mapping(value, depth, walk), None
+            walk.left = left - size
+            readable = size
+            entries = sorted(dict.items(value))  # keys are unique: values are never compared
         else:  # over the budget: the first entries, in insertion order, and a marker
+            readable = walk.spend(size)
             entries = list(itertools.islice(dict.items(value), readable))
-        # Only exact-str keys are sorted directly: a key class may define its own __lt__.
-        if not set(map(type, [key for key, _ in entries])) <= _STR_ONLY:
-            walk.left += readable
-            return self._mapping(value, depth, walk), None
-        entries.sort()  # keys are unique: values are never compared
+            if not set(map(type, [key for key, _ in entries])) <= _STR_ONLY:
+                walk.left += readable
+                return self._mapping(value, depth, walk), None
+            entries.sort()
         active.add(marker)
         try:
             noise = self._noise
@@ -341,14 +352,12 @@ class _Canonicalizer:
                 # The scalar dispatch of _value, written out: a call per value is the cost
                 # this hot path exists to avoid (the same in _sequence).
                 if kind is str:
-                    if len(item) > walk.text_left:
-                        text = self._str(item, walk)
+                    if len(item) > _SHORT_TEXT:
+                        text = self._str(item, walk)  # long text counts against the text budget
+                    elif item and item[0] in _NUMBER_START:
+                        text = _numeric_string(item) or _quote(item)
                     else:
-                        walk.text_left -= len(item)
-                        if item and item[0] in _NUMBER_START:
-                            text = _numeric_string(item) or _quote(item)
-                        else:
-                            text = _quote(item)
+                        text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:
@@ -385,8 +394,12 @@ class _Canonicalizer:
         if marker in active:
             return "@"
         count = len(items)
-        readable = walk.spend(count)
-        if readable < count:
+        left = walk.left
+        if count <= left:
+            walk.left = left - count
+            readable = count
+        else:
+            readable = walk.spend(count)
             items = items[:readable]
         active.add(marker)
         try:
@@ -395,14 +408,12 @@ class _Canonicalizer:
             for item in items:
                 kind = type(item)
                 if kind is str:
-                    if len(item) > walk.text_left:
-                        text = self._str(item, walk)
+                    if len(item) > _SHORT_TEXT:
+                        text = self._str(item, walk)  # long text counts against the text budget
+                    elif item and item[0] in _NUMBER_START:
+                        text = _numeric_string(item) or _quote(item)
                     else:
-                        walk.text_left -= len(item)
-                        if item and item[0] in _NUMBER_START:
-                            text = _numeric_string(item) or _quote(item)
-                        else:
-                            text = _quote(item)
+                        text = _quote(item)
                 elif kind is int:
                     text = _int_text(item)
                 elif kind is float:
