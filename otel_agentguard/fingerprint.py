@@ -21,18 +21,23 @@ string is JSON-quoted (the escapes of ``json.dumps(ensure_ascii=False)``, which
 are also orjson's), a number is written in one spelling (integral floats and
 numeric strings as integers, other floats as ``repr``; ``NaN``, ``Infinity``,
 ``-Infinity``), and values JSON cannot hold get markers that never begin a JSON
-value (``%b`` bytes digest, ``%t"iso"`` dates and times, ``<"Class"{...}>``
-objects, ``!"Type"`` failures, ``@`` cycles, ``~`` too deep, ``…`` over budget).
-(It used to be a length-prefixed text form; the JSON shape writes faster
-and makes exactly the same values equal, see tests/test_fingerprint_regression.py.)
-Plain dicts with string keys and lists of str/int/float/bool/None are written
-inline, one Python frame per level, with each tool's quoted keys remembered; the
-keyed BLAKE2b state (with the tool name already fed) is built once and copied.
+value (``%b`` bytes digest, ``%a`` typed buffer, ``%t"iso"`` dates and times,
+``%j`` complex numbers, ``%f`` classes and functions by name, ``@`` cycles,
+``~`` too deep, ``…`` over budget, ``?`` opaque). JSON-like values get the same
+form as the earlier length-prefixed one made equal (see
+tests/test_fingerprint_regression.py). Plain dicts with string keys and lists of
+str/int/float/bool/None are written inline, one Python frame per level, with
+quoted keys remembered; the keyed BLAKE2b state (with the tool name already fed)
+is built once and copied.
 
-Any Python value gives a deterministic form and nothing here raises: cycles,
-very deep values (past 64 levels), huge values (past 50,000 nested values),
-odd objects and failing ``model_dump`` calls all become fixed markers, so two
-values that differ only beyond those bounds share a fingerprint.
+Only values whose content can be read without running application code are
+canonicalised (see :mod:`otel_agentguard._readable`); any other object is
+*opaque*: it gets a marker unique to the call, so it never makes two calls look
+alike, and :class:`ArgumentsFingerprint` says so. Every readable value gives a
+deterministic form and nothing here raises; one call reads at most 50,000
+values (every container kind together), 64 levels and 4 MiB of long strings
+and buffers, so two values that differ only beyond those bounds share a
+fingerprint.
 """
 
 from __future__ import annotations

@@ -162,7 +162,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._counters_lock = threading.Lock()
         # Span ids of open tool steps and of every span under one: a model call made there is
         # a sub-agent's, inside the outer batch, so it is no cut point. Bounded (leaked spans).
+        # Only enforce mode asks, so only enforce mode keeps them.
         self._tool_scopes: dict[int, None] = {}
+        self._track_scopes = self.mode == "enforce"
         # Nested duplicate span id -> the step span of the same call (bounded: spans that never end).
         self._nested_steps: dict[int, Any] = {}
         self._shut_down = False
@@ -247,7 +249,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
         resolved: str = session_id  # the closure below sees the narrowed type
         stamp_session = attrs.get(A.SESSION_ID) != session_id  # absent, or a foreign non-string value
-        if kind == TOOL or (self._tool_scopes and _parent_span_id(parent_context) in self._tool_scopes):
+        if self._track_scopes and (
+                kind == TOOL or (self._tool_scopes and _parent_span_id(parent_context) in self._tool_scopes)):
             self._enter_tool_scope(span)
         if kind is None and not is_session_span:
             if stamp_session:

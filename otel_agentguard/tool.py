@@ -71,10 +71,11 @@ def tool(
         except (TypeError, ValueError):
             signature = None
         # Only declared parameter names are exported as argument keys; **kwargs keys are counted.
-        declared = frozenset(
-            key for key, parameter in (signature.parameters.items() if signature else ())
-            if parameter.kind is not inspect.Parameter.VAR_KEYWORD
-        ) | ({"args"} if signature is None else frozenset())
+        if signature is None:
+            declared = frozenset({"args"})  # what _arguments names positional arguments it cannot bind
+        else:
+            declared = frozenset(key for key, parameter in signature.parameters.items()
+                                 if parameter.kind is not inspect.Parameter.VAR_KEYWORD)
         tracer = GuardTracer(tracer_provider, f"@ag.tool {tool_name!r}")
         span_name = f"{A.OP_EXECUTE_TOOL} {tool_name}"
 
