@@ -6,6 +6,12 @@ directly inside a step span of the same call. The enclosing span is the step;
 the inner one is marked ``agentguard.nested_step`` and judged as no step. What
 the judge reads that only the inner one recorded (ours enriches the span right
 around the SDK) is carried onto the step span when the inner one ends.
+
+An instrumentation that opens its span only after the call has returned
+(OpenLLMetry's for the Responses API) makes a sibling, not a child: there is no
+open span to enrich. Such a model span reports the response the session's
+previous model span already reported (``gen_ai.response.id``), and is judged as
+no step either, live and on replay alike (:func:`same_response`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from otel_agentguard import attributes as A
 from otel_agentguard.session_resolution import span_attributes
-from otel_agentguard.steps import nested_step, step_kind
+from otel_agentguard.steps import MODEL, nested_step, step_kind
 
 _CARRIED_TO_STEP = (
     A.RESPONSE_TOOL_CALLS, A.FINAL_CLAIMS, A.GEN_AI_RESPONSE_FINISH_REASONS,
@@ -39,6 +45,20 @@ def enclosing_step(kind: str, attrs: Mapping[str, Any], parent_context: Context 
     if not parent_attrs or not parent.is_recording():
         return None
     return parent if nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs) else None
+
+
+def response_id(attrs: Mapping[str, Any]) -> str | None:
+    value = attrs.get(A.GEN_AI_RESPONSE_ID)
+    return value if type(value) is str and value else None
+
+
+def same_response(kind: str, attrs: Mapping[str, Any], previous: str | None) -> tuple[bool, str | None]:
+    """Whether a step span is a model call whose response the session's previous model step
+    already reported, and the response id to remember as the previous one from now on."""
+    if kind != MODEL:
+        return False, previous
+    current = response_id(attrs)
+    return current is not None and current == previous, current
 
 
 class DuplicateSpans:

@@ -33,7 +33,7 @@ class LiveSession:
 
     __slots__ = (
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
-        "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit",
+        "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit", "last_response_id",
     )
 
     def __init__(self, session_id: str, judge: SessionJudge, sequence: SequenceCounter, enforcer: Enforcer | None,
@@ -52,6 +52,7 @@ class LiveSession:
         self.enforcer = enforcer  # None in observe mode
         self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured
         self.derived = DerivedTools(session_id, judge.policy)  # tool calls only a model span recorded
+        self.last_response_id: str | None = None  # of the last model step: a second span of it is no step
 
     def span_open(self) -> bool:
         return self.session_span is not None and self.session_span.is_recording()

@@ -22,6 +22,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._enforce import Enforcer
 from otel_agentguard._store import SessionStore
+from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.live_session import LiveSession, SequenceCounter
 from otel_agentguard.metrics import GuardMetrics
@@ -86,9 +87,13 @@ class LiveSessions:
                    span: ReadableSpan) -> None:
         """A step span ended: derive what it implies, release what is in order, judge it."""
         with session.lock:
-            session.last_context = span.get_span_context()
-            released = self._derive(session, kind, attrs, span)
-            released.extend(session.buffer.push(step))
+            repeated, session.last_response_id = same_response(kind, attrs, session.last_response_id)
+            if repeated:  # the same model call seen a second time
+                released = session.buffer.skip(step.sequence)
+            else:
+                session.last_context = span.get_span_context()
+                released = self._derive(session, kind, attrs, span)
+                released.extend(session.buffer.push(step))
         self.judge(session, released)
 
     def skip(self, session: LiveSession, sequence: int) -> None:
