@@ -17,6 +17,7 @@ from otel_agentguard._enforce import Intervention
 from otel_agentguard.config import capture_content
 from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.fingerprint import is_empty
+from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.policy import Policy
 
 _MAX_CAPTURED_CHARS = 64 * 1024
@@ -74,12 +75,14 @@ def tool_result_attributes(name: str, result: Any, policy: Policy) -> dict[str, 
     return attributes
 
 
-def intervene(span: Span, name: str, policy: Policy) -> Intervention | None:
+def intervene(span: Span, name: str, policy: Policy, guard: GuardRef | None = None) -> Intervention | None:
     """Enforce mode: if the call on ``span`` would repeat a stall, end the span with the
-    guard's message as its result and return the intervention (the call must not run)."""
+    guard's message as its result and return the intervention (the call must not run).
+    ``guard``: the instrumentation's; None for the process's (``@ag.tool``)."""
     try:
         attrs = getattr(span, "attributes", None) or {}
-        intervention = before_tool_call(attrs.get(A.TOOL_ARGS_FINGERPRINT), attrs.get(A.SESSION_ID))
+        ask = guard.before_tool_call if guard is not None else before_tool_call
+        intervention = ask(attrs.get(A.TOOL_ARGS_FINGERPRINT), attrs.get(A.SESSION_ID))
         if intervention is not None:
             record_intervention(span, name, intervention, policy)
         return intervention

@@ -14,17 +14,19 @@ In enforce mode:
 
 Each hook finds the session from the current context, or from ``session_id`` when
 the instrumentation knows it better (a framework's own thread id). A failure inside
-a hook is contained like any other: only ``AgentStopped`` leaves.
+a hook is contained like any other: only ``AgentStopped`` leaves. The hooks here
+report to the process's guard (:class:`~otel_agentguard.guard_ref.GuardRef`
+says which); the agentguard instrumentations report to the guard they were given.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from otel_agentguard import _internal_errors, _readable, _registry
+from otel_agentguard import _readable
 from otel_agentguard._enforce import Intervention
-from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard.errors import AgentStopped
+from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.steps import Step
 
 __all__ = [
@@ -33,74 +35,37 @@ __all__ = [
 ]
 
 
+# For integrations written by hand: the guard of the process (see GuardRef for the choice).
+# The agentguard instrumentations hold their own GuardRef, bound when they are instrumented.
+_GUARD = GuardRef()
+
+
 def before_tool_call(args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
-    for processor in _registry.processors():
-        if processor.mode != "enforce":
-            continue
-        try:
-            found = processor.before_tool_call(args_fingerprint, session_id)
-        except Exception as exc:  # deliberate: a broken guard lets the call run
-            _internal_errors.report("enforce.before_tool", exc)
-            continue
-        if found is not None:
-            return found
-    return None
+    return _GUARD.before_tool_call(args_fingerprint, session_id)
 
 
 def before_model_call(session_id: str | None = None, answered_ids: frozenset[str] | None = None) -> str | None:
     """``answered_ids``: ids of the tool calls whose results the request carries, when known
     (see :func:`answered_tool_call_ids`)."""
-    note = None
-    for processor in _registry.processors():
-        if processor.mode != "enforce":
-            continue
-        try:
-            note = processor.before_model_call(session_id, answered_ids) or note
-        except AgentStopped:
-            raise
-        except Exception as exc:  # deliberate
-            _internal_errors.report("enforce.before_model", exc)
-    return note
+    return _GUARD.before_model_call(session_id, answered_ids)
 
 
 def after_model_call(session_id: str | None = None, tool_calls: int | None = None,
                      call_ids: tuple[str, ...] = ()) -> None:
     """``tool_calls`` and ``call_ids``: what the response asked for, when known."""
-    for processor in _registry.processors():
-        if processor.mode != "enforce":
-            continue
-        try:
-            processor.after_model_call(session_id, tool_calls, call_ids)
-        except AgentStopped:
-            raise
-        except Exception as exc:  # deliberate
-            _internal_errors.report("enforce.after_model", exc)
+    _GUARD.after_model_call(session_id, tool_calls, call_ids)
 
 
 def cuts_repeating_output() -> bool:
     """Whether a stream that repeats itself is closed at the alert: an enforce-mode guard
     whose ``output_repetition`` ladder starts with ``stop``."""
-    for processor in _registry.processors():
-        if processor.mode != "enforce":
-            continue
-        ladder = processor.policy.escalation.get(OUTPUT_REPETITION_PROBE, ("stop",))
-        if ladder and ladder[0] == "stop":
-            return True
-    return False
+    return _GUARD.cuts_repeating_output()
 
 
 def stop_repeating_output(session_id: str | None, step: Step) -> None:
     """For a stream inside a model span we do not own: judge its repetition now and raise
     :class:`AgentStopped` when an enforce-mode guard's ladder says stop."""
-    for processor in _registry.processors():
-        if processor.mode != "enforce":
-            continue
-        try:
-            processor.stop_repeating_output(session_id, step)
-        except AgentStopped:
-            raise
-        except Exception as exc:  # deliberate
-            _internal_errors.report("enforce.repeating_output", exc)
+    _GUARD.stop_repeating_output(session_id, step)
 
 
 _MAX_MESSAGES = 10_000

@@ -96,6 +96,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
     ):
         self.policy = coerce_policy(policy)
         self.mode = _resolve_mode(mode)
+        self.tracer_provider = tracer_provider
         self._store_options = (
             max_sessions if max_sessions is not None
             else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
@@ -123,6 +124,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
                     processor._after_fork()
 
             os.register_at_fork(after_in_child=after_fork_in_child)
+
+    @property
+    def shut_down(self) -> bool:
+        return self._shut_down
 
     @property
     def _store(self) -> SessionStore[LiveSession]:

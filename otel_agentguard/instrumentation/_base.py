@@ -15,7 +15,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import wrapt
@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from otel_agentguard import _internal_errors
+from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.instrumentation._innermost import unwrap_ours, wrap_innermost
 from otel_agentguard.version import __version__
 
@@ -42,10 +43,12 @@ class PatchTarget:
 
 @dataclass(frozen=True)
 class InstrumentationContext:
-    """Built once in ``_instrument`` and bound into every wrapper."""
+    """Built once in ``_instrument`` and bound into every wrapper: the tracer, the guard the
+    wrappers report to, and the options ``instrument()`` was given."""
 
     tracer: trace.Tracer
     options: dict[str, Any]
+    guard: GuardRef = field(default_factory=GuardRef)
 
 
 class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -69,10 +72,9 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return self.instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        tracer = trace.get_tracer(
-            f"otel_agentguard.instrumentation.{self.name}", __version__, kwargs.get("tracer_provider")
-        )
-        self._context = InstrumentationContext(tracer, dict(kwargs))
+        provider = kwargs.get("tracer_provider")
+        tracer = trace.get_tracer(f"otel_agentguard.instrumentation.{self.name}", __version__, provider)
+        self._context = InstrumentationContext(tracer, dict(kwargs), GuardRef(_given_guard(kwargs), provider))
         self._active = True
         for module in sorted({target.module for target in self.targets}):
             wrapt.register_post_import_hook(self._patch_module, module)
@@ -123,6 +125,17 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
                     _internal_errors.report(f"instrument.{self.name}", exc)
                     continue
                 self._patched[target] = wrapper
+
+
+def _given_guard(kwargs: dict[str, Any]) -> Any:
+    """``instrument(guard=...)``: the processor ``otel_agentguard.install()`` returned."""
+    from otel_agentguard.processor import AgentGuardSpanProcessor
+
+    guard = kwargs.get("guard")
+    if guard is not None and not isinstance(guard, AgentGuardSpanProcessor):
+        raise TypeError(f"instrument(guard=...): expected the AgentGuardSpanProcessor that otel_agentguard.install() "
+                        f"returns, got {type(guard).__name__}")
+    return guard
 
 
 def _resolve_owner(target: PatchTarget, module: Any = None) -> tuple[Any, str]:

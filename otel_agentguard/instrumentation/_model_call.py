@@ -28,12 +28,14 @@ from otel_agentguard import attributes as A
 from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import after_model_call, cuts_repeating_output, stop_repeating_output
 from otel_agentguard.errors import AgentStopped
+from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionMonitor
 from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
+_PROCESS_GUARD = GuardRef()  # for a call made without an instrumentation's own guard
 
 
 @dataclass
@@ -83,7 +85,10 @@ class ModelResult:
 
 
 def _new_monitor() -> RepetitionMonitor | None:
-    """A repetition check with the thresholds of the session in context (its profile)."""
+    """A repetition check with the thresholds of the session in context (its profile).
+
+    Results are built by each provider's extractor before the call that owns them is known,
+    so the thresholds come from the process's guard (the registry's choice), not the call's."""
     session = current_session()
     profile = active_policy().resolve_profile(
         session.profile if session else None, session.task_type if session else None
@@ -101,29 +106,31 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "result", "_done", "_cut_checked")
+    __slots__ = ("span", "owned", "guard", "result", "_done", "_cut_checked")
 
-    def __init__(self, span: Span, owned: bool):
+    def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None):
         self.span = span
         self.owned = owned
+        self.guard = guard if guard is not None else _PROCESS_GUARD
         self.result: ModelResult | None = None
         self._done = False
         self._cut_checked = False
 
     def after(self, session_id: str | None = None) -> None:
         """Enforce mode, once the call has finished: raise :class:`AgentStopped` when the
-        answer must not be delivered (see :func:`otel_agentguard.enforcement.after_model_call`)."""
+        answer must not be delivered (see :meth:`GuardRef.after_model_call`)."""
         result = self.result
         if result is None:
-            after_model_call(session_id)
+            self.guard.after_model_call(session_id)
         else:
-            after_model_call(session_id, result.tool_calls, tuple(result.tool_call_ids))
+            self.guard.after_model_call(session_id, result.tool_calls, tuple(result.tool_call_ids))
 
     @classmethod
     def start(
         cls,
         tracer: trace.Tracer,
         *,
+        guard: GuardRef | None = None,
         provider: str,
         request_model: str | None,
         operation: str = "chat",
@@ -136,7 +143,7 @@ class ModelCall:
         try:
             current = trace.get_current_span()
             if is_model_span(current):
-                return cls(current, owned=False)
+                return cls(current, owned=False, guard=guard)
             span_attributes: dict[str, Any] = {
                 A.GEN_AI_OPERATION_NAME: operation,
                 A.GEN_AI_PROVIDER_NAME: provider,
@@ -148,7 +155,8 @@ class ModelCall:
             if input_messages is not None and capture_content():
                 span_attributes["gen_ai.input.messages"] = _json(input_messages)
             name = f"{operation} {request_model}" if request_model else operation
-            return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes), owned=True)
+            return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes), owned=True,
+                       guard=guard)
         except Exception as exc:  # deliberate: no span for this call, the call itself goes on
             _internal_errors.report("model_call.start", exc)
             return None
@@ -204,7 +212,7 @@ class ModelCall:
                 delivered = monitor.chars
                 return
             self._cut_checked = True
-            if result.tool_calls or not cuts_repeating_output():
+            if result.tool_calls or not self.guard.cuts_repeating_output():
                 return
             attributes = getattr(self.span, "attributes", None) or {}
             session_id = attributes.get(A.SESSION_ID)
@@ -218,7 +226,7 @@ class ModelCall:
                     summary = monitor.summary()
                     self.span.set_attribute(A.OUTPUT_REPETITION, summary.attribute)
                     sequence = attributes.get(A.SEQUENCE)
-                    stop_repeating_output(session_id, Step(
+                    self.guard.stop_repeating_output(session_id, Step(
                         str(session_id or ""), sequence if type(sequence) is int else 0, MODEL,
                         result.response_model or "", output_repetition=summary,
                     ))
@@ -243,7 +251,7 @@ class ModelCall:
         self.result = result
         try:
             if result is not None and self.span.is_recording():
-                self.span.set_attributes(response_attributes(result))
+                self.span.set_attributes(response_attributes(result, self.guard.policy))
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
@@ -254,7 +262,8 @@ class ModelCall:
                 self.span.end()
 
 
-def response_attributes(result: ModelResult) -> dict[str, Any]:
+def response_attributes(result: ModelResult, policy: Policy | None = None) -> dict[str, Any]:
+    """What the judge reads from a response; ``policy`` (its claim rules): the call's guard's."""
     attributes: dict[str, Any] = {
         A.GEN_AI_RESPONSE_FINISH_REASONS: list(result.finish_reasons),
         A.RESPONSE_TOOL_CALLS: result.tool_calls,
@@ -272,7 +281,7 @@ def response_attributes(result: ModelResult) -> dict[str, Any]:
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
-        verdict = active_policy().claims.explain(result.text, use_classifier=True)
+        verdict = (policy or active_policy()).claims.explain(result.text, use_classifier=True)
         attributes[A.FINAL_CLAIMS] = list(verdict.categories)
         if verdict.categories and verdict.rule:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule

@@ -18,7 +18,7 @@ from typing import Any
 
 from otel_agentguard import _internal_errors
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.anthropic import _extract
@@ -53,6 +53,7 @@ def _start(context: InstrumentationContext, kwargs: dict[str, Any]) -> ModelCall
         return None
     return ModelCall.start(
         context.tracer,
+        guard=context.guard,
         provider=PROVIDER,
         request_model=model if isinstance(model, str) else None,
         attributes=attributes,
@@ -121,10 +122,10 @@ async def _async_message(returned: Any) -> Any:
 # --- Messages.create / AsyncMessages.create --------------------------------------------------------
 
 
-def _guard_before(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Enforce mode, at the cut point before a model call: stop (raises AgentStopped), or add
     the remaining-budget note to a copy of the system prompt when the policy asks for it."""
-    note = before_model_call(answered_ids=answered_tool_call_ids(kwargs.get("messages")))
+    note = context.guard.before_model_call(answered_ids=answered_tool_call_ids(kwargs.get("messages")))
     if note is None:
         return kwargs
     system = kwargs.get("system")
@@ -137,7 +138,7 @@ def _guard_before(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def messages_create(context: InstrumentationContext) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        kwargs = _guard_before(kwargs)
+        kwargs = _guard_before(context, kwargs)
         call = _start(context, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
@@ -153,7 +154,7 @@ def messages_create(context: InstrumentationContext) -> Wrapper:
 
 def async_messages_create(context: InstrumentationContext) -> Wrapper:
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        kwargs = _guard_before(kwargs)
+        kwargs = _guard_before(context, kwargs)
         call = _start(context, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
@@ -172,7 +173,7 @@ def async_messages_create(context: InstrumentationContext) -> Wrapper:
 
 def messages_stream(context: InstrumentationContext) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        kwargs = _guard_before(kwargs)  # the cut point: before the manager that will send the request
+        kwargs = _guard_before(context, kwargs)  # the cut point: before the manager that will send the request
         manager = wrapped(*args, **kwargs)  # sends nothing: the request goes out on __enter__
         if instrumentation_suppressed():
             return manager
@@ -188,7 +189,7 @@ def messages_stream(context: InstrumentationContext) -> Wrapper:
 def async_messages_stream(context: InstrumentationContext) -> Wrapper:
     # AsyncMessages.stream is a plain function too: it returns a manager for ``async with``.
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        kwargs = _guard_before(kwargs)
+        kwargs = _guard_before(context, kwargs)
         manager = wrapped(*args, **kwargs)
         if instrumentation_suppressed():
             return manager

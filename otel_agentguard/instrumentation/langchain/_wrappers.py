@@ -50,10 +50,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
@@ -79,13 +78,14 @@ class _ToolRun:
         self.policy = policy
 
     @classmethod
-    def start(cls, tracer: trace.Tracer, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolRun | None:
+    def start(cls, context: InstrumentationContext, tool: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> _ToolRun | None:
         if instrumentation_suppressed():
             return None
         try:
             name = str(getattr(tool, "name", None) or type(tool).__name__)
             tool_input = args[0] if args else kwargs.get("tool_input")
-            policy = active_policy()
+            policy = context.guard.policy
             attributes = tool_start_attributes(
                 name,
                 _extract.tool_arguments(tool, tool_input),
@@ -99,7 +99,7 @@ class _ToolRun:
         except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
             _internal_errors.report("langchain.tool.start", exc)
             return None
-        span = tracer.start_span(f"{A.OP_EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL, attributes=attributes)
+        span = context.tracer.start_span(f"{A.OP_EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL, attributes=attributes)
         return cls(span, name, policy)
 
     def activated(self) -> Any:
@@ -138,13 +138,12 @@ class _ToolRun:
 
 def tool_run_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseTool.run``."""
-    tracer = context.tracer
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _ToolRun.start(tracer, instance, args, kwargs)
+        run = _ToolRun.start(context, instance, args, kwargs)
         if run is None:
             return wrapped(*args, **kwargs)
-        intervention = intervene(run.span, run.name, run.policy)
+        intervention = intervene(run.span, run.name, run.policy, context.guard)
         if intervention is not None:  # enforce mode: this call would repeat a stall
             return _extract.tool_output(instance, intervention.message, kwargs.get("tool_call_id"))
         with run.activated():
@@ -161,13 +160,12 @@ def tool_run_wrapper(context: InstrumentationContext) -> Wrapper:
 
 def tool_arun_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseTool.arun``."""
-    tracer = context.tracer
 
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _ToolRun.start(tracer, instance, args, kwargs)
+        run = _ToolRun.start(context, instance, args, kwargs)
         if run is None:
             return await wrapped(*args, **kwargs)
-        intervention = intervene(run.span, run.name, run.policy)
+        intervention = intervene(run.span, run.name, run.policy, context.guard)
         if intervention is not None:
             return _extract.tool_output(instance, intervention.message, kwargs.get("tool_call_id"))
         with run.activated():
@@ -186,7 +184,7 @@ def tool_arun_wrapper(context: InstrumentationContext) -> Wrapper:
 
 
 def _start_model_call(
-    tracer: trace.Tracer, model: Any, messages: Any, stop: Any, call_kwargs: dict[str, Any], *sources: Any
+    context: InstrumentationContext, model: Any, messages: Any, stop: Any, call_kwargs: dict[str, Any], *sources: Any
 ) -> ModelCall | None:
     if instrumentation_suppressed():
         return None
@@ -196,7 +194,7 @@ def _start_model_call(
     except Exception as exc:  # deliberate
         _internal_errors.report("langchain.chat.session", exc)
     # Enforce mode: may raise AgentStopped here, at a cut point.
-    before_model_call(_session.session_of(thread), answered_tool_call_ids(_first_prompt(messages)))
+    context.guard.before_model_call(_session.session_of(thread), answered_tool_call_ids(_first_prompt(messages)))
     try:
         provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
         attributes.update(_session.session_attributes(thread))
@@ -206,8 +204,8 @@ def _start_model_call(
         return None
     # ModelCall.start enriches an enclosing model span instead of nesting a second one
     # (a chat model that delegates to another, stream() falling back to invoke()).
-    return ModelCall.start(tracer, provider=provider, request_model=name, attributes=attributes,
-                           input_messages=prompt)
+    return ModelCall.start(context.tracer, guard=context.guard, provider=provider, request_model=name,
+                           attributes=attributes, input_messages=prompt)
 
 
 def _first_prompt(messages: Any) -> Any:
@@ -241,13 +239,12 @@ def _finish(call: ModelCall, result_of: Callable[[], Any], error: BaseException 
 
 def generate_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel._generate_with_cache``."""
-    tracer = context.tracer
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = None
         try:
             messages, stop, run_manager, extra = _generate_call(args, kwargs)
-            call = _start_model_call(tracer, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
+            call = _start_model_call(context, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate
@@ -264,13 +261,12 @@ def generate_wrapper(context: InstrumentationContext) -> Wrapper:
 
 def agenerate_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel._agenerate_with_cache``."""
-    tracer = context.tracer
 
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = None
         try:
             messages, stop, run_manager, extra = _generate_call(args, kwargs)
-            call = _start_model_call(tracer, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
+            call = _start_model_call(context, instance, messages, stop, extra, getattr(run_manager, "metadata", None))
         except AgentStopped:
             raise
         except Exception as exc:  # deliberate
@@ -307,7 +303,6 @@ def _is_generator_exit(exc: BaseException) -> bool:
 
 def stream_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel.stream``: a generator, like the method it wraps."""
-    tracer = context.tracer
 
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -315,7 +310,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
         call = None
         try:
             messages, stop, config, extra = _stream_call(instance, args, kwargs)
-            call = _start_model_call(tracer, instance, messages, stop, extra, config)
+            call = _start_model_call(context, instance, messages, stop, extra, config)
         except Exception as exc:  # deliberate
             _internal_errors.report("langchain.chat.start", exc)
         if call is None:
@@ -356,7 +351,6 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
 
 def astream_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel.astream``: an async generator, like the method it wraps."""
-    tracer = context.tracer
 
     async def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -364,7 +358,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
         call = None
         try:
             messages, stop, config, extra = _stream_call(instance, args, kwargs)
-            call = _start_model_call(tracer, instance, messages, stop, extra, config)
+            call = _start_model_call(context, instance, messages, stop, extra, config)
         except Exception as exc:  # deliberate
             _internal_errors.report("langchain.chat.start", exc)
         chunks = wrapped(*args, **kwargs)

@@ -50,10 +50,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import record_intervention, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.policy import Policy
 
@@ -153,15 +151,16 @@ class _ToolCall:
     """One ``tools/call`` as the client made it, and the span that became its step."""
 
     __slots__ = (
-        "name", "policy", "attributes", "tracer", "parent", "start_ns", "side", "span", "session_id", "_claim",
-        "_key", "_done",
+        "name", "policy", "attributes", "tracer", "guard", "parent", "start_ns", "side", "span", "session_id",
+        "_claim", "_key", "_done",
     )
 
-    def __init__(self, name: str, policy: Policy, attributes: dict[str, Any], tracer: trace.Tracer):
+    def __init__(self, name: str, policy: Policy, attributes: dict[str, Any], context: InstrumentationContext):
         self.name = name
         self.policy = policy
         self.attributes = attributes
-        self.tracer = tracer
+        self.tracer = context.tracer
+        self.guard = context.guard
         self.parent = otel_context.get_current()
         self.start_ns = time.time_ns()
         self.side: str | None = None
@@ -173,18 +172,18 @@ class _ToolCall:
 
     @classmethod
     def begin(
-        cls, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: trace.Tracer
+        cls, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any], context: InstrumentationContext
     ) -> _ToolCall | None:
         """None when the call cannot be read: it then runs untouched, without telemetry."""
         try:
             name, arguments = _call_tool_arguments(args, kwargs)
             if not isinstance(name, str):
                 return None  # the call itself will raise its own error
-            policy = active_policy()
+            policy = context.guard.policy
             attributes = tool_start_attributes(
                 name, arguments if arguments is not None else {}, policy, effect=_effects.effect(session, name)
             )
-            call = cls(name, policy, attributes, tracer)
+            call = cls(name, policy, attributes, context)
             if not mcp_traces_itself():
                 call._start_own_span(call.start_ns)  # mcp 1.x: there is no span of mcp's to enrich
             return call
@@ -265,7 +264,7 @@ class _ToolCall:
         """Enforce mode: the guard's answer (a ``CallToolResult``) when this call would repeat a
         stall, on a span of ours; None to send the call."""
         try:
-            intervention = before_tool_call(self.attributes.get(A.TOOL_ARGS_FINGERPRINT))
+            intervention = self.guard.before_tool_call(self.attributes.get(A.TOOL_ARGS_FINGERPRINT))
             if intervention is None:
                 return None
             if self.span is None:
@@ -395,10 +394,9 @@ class _SpanClaim:
 
 def call_tool(context: InstrumentationContext) -> Callable[..., Any]:
     """``ClientSession.call_tool``: the call's boundary, in mcp 1.x and 2.x."""
-    tracer = context.tracer
 
     async def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = None if instrumentation_suppressed() else _ToolCall.begin(instance, args, kwargs, tracer)
+        call = None if instrumentation_suppressed() else _ToolCall.begin(instance, args, kwargs, context)
         if call is None:
             return await wrapped(*args, **kwargs)
         answered = call.intervened()

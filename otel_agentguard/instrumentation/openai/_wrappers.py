@@ -17,7 +17,7 @@ import wrapt
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import repair_history_enabled
-from otel_agentguard.enforcement import answered_tool_call_ids, before_model_call
+from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.history import repair_history
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
@@ -56,6 +56,7 @@ def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api, r
     model = kwargs.get("model")
     return ModelCall.start(
         context.tracer,
+        guard=context.guard,
         provider=PROVIDER,
         request_model=model if isinstance(model, str) else None,
         attributes=attributes,
@@ -77,7 +78,7 @@ def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any], api: 
         else:
             if report.changed:
                 kwargs, prompt, repaired = {**kwargs, api.prompt_key: fixed}, fixed, report.total
-    note = before_model_call(answered_ids=answered_tool_call_ids(prompt))
+    note = context.guard.before_model_call(answered_ids=answered_tool_call_ids(prompt))
     if note is None:
         return kwargs, repaired
     if isinstance(prompt, list):

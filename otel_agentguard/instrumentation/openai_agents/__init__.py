@@ -90,7 +90,7 @@ class OpenAIAgentsInstrumentor(GuardInstrumentor):
         return "openai_agents"
 
     def _instrument_extra(self, context: InstrumentationContext) -> None:
-        _registration.register(context.tracer)
+        _registration.register(context.tracer, context.guard)
 
     def _uninstrument_extra(self) -> None:
         _registration.unregister()

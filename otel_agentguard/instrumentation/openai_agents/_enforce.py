@@ -17,8 +17,7 @@ from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
-from otel_agentguard.enforcement import before_tool_call
+from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.instrumentation._base import InstrumentationContext
 
 TARGET_MODULE = "agents.run_internal.tool_execution"
@@ -27,7 +26,7 @@ TARGET_NAME = "_invoke_function_tool_with_metadata"
 
 def invoke_function_tool(context: InstrumentationContext) -> Callable[..., Any]:
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        answer = _intervention(kwargs)
+        answer = _intervention(context.guard, kwargs)
         if answer is None:
             return await wrapped(*args, **kwargs)
         from agents.tool import _FunctionToolInvocationResult
@@ -37,7 +36,7 @@ def invoke_function_tool(context: InstrumentationContext) -> Callable[..., Any]:
     return wrapper
 
 
-def _intervention(kwargs: dict[str, Any]) -> str | None:
+def _intervention(guard: GuardRef, kwargs: dict[str, Any]) -> str | None:
     try:
         tool = kwargs.get("function_tool")
         name = str(getattr(tool, "name", "") or "")
@@ -46,11 +45,11 @@ def _intervention(kwargs: dict[str, Any]) -> str | None:
             arguments = json.loads(raw) if isinstance(raw, str) and raw else {}
         except ValueError:
             arguments = raw
-        fingerprint = active_policy().fingerprinter(name).arguments(arguments).fingerprint
+        fingerprint = guard.policy.fingerprinter(name).arguments(arguments).fingerprint
         # Our execute_tool span for this call is current while the SDK runs the tool.
         span = trace.get_current_span()
         session_id = (getattr(span, "attributes", None) or {}).get(A.SESSION_ID)
-        intervention = before_tool_call(fingerprint, session_id)
+        intervention = guard.before_tool_call(fingerprint, session_id)
         if intervention is None:
             return None
         if span.is_recording():

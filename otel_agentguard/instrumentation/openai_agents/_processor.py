@@ -52,11 +52,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges, _registry
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.instrumentation._model_call import response_attributes
 from otel_agentguard.instrumentation.openai_agents import _extract
+from otel_agentguard.policy import Policy
 from otel_agentguard.session_resolution import baggage_session, enclosing_session
 
 logger = logging.getLogger(__name__)
@@ -111,10 +112,12 @@ class GuardTracingProcessor(TracingProcessor):
 
     Args:
         tracer: the tracer of the instrumentor (its provider carries the guard).
+        guard: the guard the instrumentor reports to (its policy fingerprints the tools).
     """
 
-    def __init__(self, tracer: trace.Tracer):
+    def __init__(self, tracer: trace.Tracer, guard: GuardRef | None = None):
         self._tracer = tracer
+        self._guard = guard if guard is not None else GuardRef()
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._nodes: OrderedDict[str, _Node] = OrderedDict()
@@ -272,7 +275,7 @@ class GuardTracingProcessor(TracingProcessor):
                 "gen_ai.tool.type": "function",
             }
             # Arguments arrive after the SDK span starts: fingerprints are added at its end.
-            effect = active_policy().effect(name, None)
+            effect = self._guard.policy.effect(name, None)
             if effect:
                 attributes[A.TOOL_EFFECT] = effect
             span_name = f"{A.OP_EXECUTE_TOOL} {name}"
@@ -321,9 +324,9 @@ class GuardTracingProcessor(TracingProcessor):
         try:
             if span.is_recording():
                 if node.kind == _TOOL:
-                    _finish_tool(span, sdk_span.span_data)
+                    _finish_tool(span, sdk_span.span_data, self._guard.policy)
                 else:
-                    _finish_model(span, sdk_span.span_data)
+                    _finish_model(span, sdk_span.span_data, self._guard.policy)
                     node.run.model_failed = bool(error) and not _stopped_by_guard(node.run)
                 if error and not (node.kind == _MODEL and _stopped_by_guard(node.run)):
                     message = error.get("message") if isinstance(error, dict) else None
@@ -335,26 +338,25 @@ class GuardTracingProcessor(TracingProcessor):
             _detach(node.token, span)
 
 
-def _finish_tool(span: Span, data: Any) -> None:
+def _finish_tool(span: Span, data: Any, policy: Policy) -> None:
     raw = getattr(data, "input", None)
     if raw is None:
         # The run has trace_include_sensitive_data off: the SDK shows no processor the
         # arguments or the result, so this step has no fingerprints (it matches no other call).
         return
     name = str(data.name)
-    policy = active_policy()
     attributes = tool_start_attributes(name, _extract.tool_arguments(raw), policy)
     attributes.update(tool_result_attributes(name, getattr(data, "output", None), policy))
     span.set_attributes(attributes)
 
 
-def _finish_model(span: Span, data: Any) -> None:
+def _finish_model(span: Span, data: Any, policy: Policy) -> None:
     input_tokens, output_tokens = _extract.usage(data)
     result = _extract.model_result(data)
     if result is not None:
         result.input_tokens = input_tokens
         result.output_tokens = output_tokens
-        attributes = response_attributes(result)
+        attributes = response_attributes(result, policy)
         model = result.response_model
     else:
         # Shape of the answer unknown: set only what is known, and leave finish reasons

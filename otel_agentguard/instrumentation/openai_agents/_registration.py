@@ -25,6 +25,7 @@ import wrapt
 from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
+from otel_agentguard.guard_ref import GuardRef
 
 # Re-entrant: _add holds it while calling into the SDK, whose set_processors we wrap.
 _lock = threading.RLock()
@@ -33,13 +34,13 @@ _processor: Any = None
 _provider: Any = None
 
 
-def register(tracer: trace.Tracer) -> None:
+def register(tracer: trace.Tracer, guard: GuardRef) -> None:
     global _generation
     with _lock:
         _generation += 1
         generation = _generation
     # Post-import hooks cannot be removed; a stale one sees a newer generation and returns.
-    wrapt.register_post_import_hook(functools.partial(_add, generation, tracer), "agents")
+    wrapt.register_post_import_hook(functools.partial(_add, generation, tracer, guard), "agents")
 
 
 def unregister() -> None:
@@ -72,7 +73,7 @@ def keep_registered(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     return result
 
 
-def _add(generation: int, tracer: trace.Tracer, module: Any) -> None:
+def _add(generation: int, tracer: trace.Tracer, guard: GuardRef, module: Any) -> None:
     global _processor, _provider
     try:
         import agents.tracing
@@ -82,7 +83,7 @@ def _add(generation: int, tracer: trace.Tracer, module: Any) -> None:
         with _lock:
             if generation != _generation or _processor is not None:
                 return
-            processor = GuardTracingProcessor(tracer)
+            processor = GuardTracingProcessor(tracer, guard)
             provider = agents.tracing.get_trace_provider()
             agents.tracing.add_trace_processor(processor)
             _processor, _provider = processor, provider

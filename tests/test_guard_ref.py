@@ -1,0 +1,88 @@
+"""Instrumentations report to the guard they were given; without one, the choice is deterministic."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.tools import tool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_agentguard import attributes as A
+from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
+from otel_agentguard.policy import parse_policy
+from otel_agentguard.processor import AgentGuardSpanProcessor
+
+REFUND_WRITES = parse_policy('version = "refund-writes"\n[tools.refund]\neffect = "write"\n')
+REFUND_READS = parse_policy('version = "refund-reads"\n[tools.refund]\neffect = "read"\n')
+
+
+@tool
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+class Guarded:
+    """A provider with its own guard and an in-memory exporter."""
+
+    def __init__(self, policy):
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.guard = AgentGuardSpanProcessor(REFUND_WRITES if policy is None else policy, tracer_provider=self.provider)
+        self.provider.add_span_processor(self.guard)
+
+    def tool_effects(self) -> list[object]:
+        return [s.attributes.get(A.TOOL_EFFECT) for s in self.exporter.get_finished_spans()
+                if s.attributes.get(A.GEN_AI_OPERATION_NAME) == A.OP_EXECUTE_TOOL]
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+@pytest.fixture
+def two_guards():
+    older, newer = Guarded(REFUND_WRITES), Guarded(REFUND_READS)
+    yield older, newer
+    LangChainInstrumentor().uninstrument()
+    older.shutdown()
+    newer.shutdown()
+
+
+def test_the_choice_without_an_explicit_guard_is_the_providers_then_the_newest(two_guards):
+    older, newer = two_guards
+    assert GuardRef(tracer_provider=older.provider).processor() is older.guard
+    assert GuardRef(tracer_provider=newer.provider).processor() is newer.guard
+    assert GuardRef(tracer_provider=TracerProvider()).processor() is newer.guard  # no guard there: the newest
+    assert GuardRef().processor() is newer.guard
+    assert GuardRef(older.guard).processor() is older.guard  # explicit wins over newer
+    assert GuardRef(older.guard).policy is REFUND_WRITES
+
+
+def test_a_guard_that_was_shut_down_no_longer_counts(two_guards):
+    older, newer = two_guards
+    newer.shutdown()
+    assert GuardRef().processor() is older.guard
+    assert GuardRef(newer.guard).processor() is older.guard
+
+
+def test_an_explicit_guard_is_the_one_an_instrumentation_uses(two_guards):
+    older, newer = two_guards
+    # Spans go to the newer provider, whose own guard would say "read": the given guard decides.
+    LangChainInstrumentor().instrument(tracer_provider=newer.provider, guard=older.guard)
+    refund.invoke({"order_id": "A1"})
+    assert newer.tool_effects() == ["write"]
+
+
+def test_without_guard_the_instrumentation_uses_its_providers_guard(two_guards):
+    older, newer = two_guards
+    LangChainInstrumentor().instrument(tracer_provider=older.provider)
+    refund.invoke({"order_id": "A1"})
+    assert older.tool_effects() == ["write"]
+
+
+def test_anything_but_a_guard_processor_is_refused_by_name(two_guards):
+    with pytest.raises(TypeError, match=r"instrument\(guard=\.\.\.\).*got str"):
+        LangChainInstrumentor().instrument(guard="enforce")
