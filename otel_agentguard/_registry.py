@@ -8,7 +8,6 @@ one that was shut down unregisters itself.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import weakref
@@ -30,44 +29,57 @@ def _fresh_lock_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fresh_lock_in_child)
-# Creation number -> processor: iteration in creation order, entries gone with their processor.
-_processors: weakref.WeakValueDictionary[int, AgentGuardSpanProcessor] = weakref.WeakValueDictionary()
-_made = itertools.count()
+# Weak references, oldest first: rebuilt (under the lock) when a processor comes or goes, read
+# without a lock on every call (a tuple is replaced whole, never changed in place).
+_processors: tuple[weakref.ref[AgentGuardSpanProcessor], ...] = ()
 _fallback_policy: Policy | None = None
 
 
 def register(processor: AgentGuardSpanProcessor) -> None:
+    global _processors
     with _lock:
-        _processors[next(_made)] = processor
+        _processors = (*_alive(), weakref.ref(processor, _forget))
 
 
 def unregister(processor: AgentGuardSpanProcessor) -> None:
+    global _processors
     with _lock:
-        for number, registered in list(_processors.items()):
-            if registered is processor:
-                del _processors[number]
+        _processors = tuple(ref for ref in _alive() if ref() is not processor)
+
+
+def _forget(_: object) -> None:
+    """A processor was garbage-collected: drop its dead reference (lock-free: the GC may run
+    this while the lock is held; a dead reference left behind is skipped anyway)."""
+    global _processors
+    _processors = _alive()
+
+
+def _alive() -> tuple[weakref.ref[AgentGuardSpanProcessor], ...]:
+    return tuple(ref for ref in _processors if ref() is not None)
 
 
 def live_session_counts() -> list[int]:
     """Live sessions per processor, read without any lock (safe in a signal handler)."""
-    return [processor.live_session_count() for processor in list(_processors.values())]
+    return [processor.live_session_count() for processor in processors()]
 
 
 def processors() -> tuple[AgentGuardSpanProcessor, ...]:
     """Every running processor, oldest first."""
-    with _lock:
-        return tuple(processor for _, processor in sorted(_processors.items()))
+    return tuple(processor for ref in _processors if (processor := ref()) is not None)
 
 
 def choose(tracer_provider: object = None) -> AgentGuardSpanProcessor | None:
     """The guard for a caller that was given none: the newest one added to ``tracer_provider``
     (the provider the caller traces to) when there is one, else the newest one."""
-    running = processors()
-    if tracer_provider is not None:
-        for processor in reversed(running):
-            if processor.tracer_provider is tracer_provider:
-                return processor
-    return running[-1] if running else None
+    newest = None
+    for ref in reversed(_processors):
+        processor = ref()
+        if processor is None:
+            continue
+        if tracer_provider is None or processor.tracer_provider is tracer_provider:
+            return processor
+        newest = newest or processor
+    return newest
 
 
 def active_policy() -> Policy:
