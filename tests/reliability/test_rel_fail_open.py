@@ -362,9 +362,9 @@ FAULTS = {
     "otel_agentguard.probes.tool_loop.ToolLoop.observe": {"probe.tool_loop"},
     "otel_agentguard.metrics.GuardMetrics.stall": {"processor.on_end", "processor.end_session"},
     "otel_agentguard.metrics.GuardMetrics.session_ended": {"processor.on_end", "processor.end_session"},
-    "otel_agentguard.processor.AgentGuardSpanProcessor._new_session": {"processor.on_start"},
+    "otel_agentguard.live_sessions.LiveSessions._new_session": {"processor.on_start"},
     "otel_agentguard.processor.AgentGuardSpanProcessor.end_session": {"session.exit"},
-    "otel_agentguard.processor.AgentGuardSpanProcessor._write_verdict_span": {"processor.on_end"},
+    "otel_agentguard.verdict_writer.VerdictWriter.verdict_span": {"processor.on_end"},
     "otel_agentguard.judge.SessionJudge.finish": {"processor.end_session", "processor.on_end"},
 }
 
