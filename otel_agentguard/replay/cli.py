@@ -143,9 +143,14 @@ class _ProgressBar:
 
 def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]) -> None:
     if args.format == "json":
-        # Strict JSON: a non-finite number (never valid JSON) is written as null.
-        print(json.dumps(render.finite(as_json), ensure_ascii=False, allow_nan=False,
-                         indent=None if args.compact else 2))
+        # Strict JSON: a non-finite number (never valid JSON) is written as null. Such numbers
+        # are rare, and walking a large output for them costs: only when dumping refuses one.
+        indent = None if args.compact else 2
+        try:
+            text = json.dumps(as_json, ensure_ascii=False, allow_nan=False, indent=indent)
+        except ValueError:
+            text = json.dumps(render.finite(as_json), ensure_ascii=False, allow_nan=False, indent=indent)
+        print(text)
     else:
         print(as_table())
 
