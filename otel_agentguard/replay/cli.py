@@ -70,6 +70,9 @@ def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
         return _read_and_judge(args)
     finally:
         if collecting:
+            # What was read stays until the end: set it aside, or the first collection after
+            # this would scan all of it at once.
+            gc.freeze()
             gc.enable()
 
 
