@@ -150,6 +150,7 @@ class _Candidate:
     error: bool
     path: str
     line: int
+    session: str | None  # the session the span names itself, if any
 
 
 class OTLPCollector:
@@ -170,18 +171,15 @@ class OTLPCollector:
                 spans = _members(scope_spans, "spans", f"resourceSpans[{r}].scopeSpans[{s}]", path, line)
                 for k, span in enumerate(spans):
                     try:
-                        self._add_span(span, path, line, (r, s, k))
+                        if not isinstance(span, dict):
+                            raise TypeError("a span must be an object")  # _explain says where
+                        self.add_span(span, decode_read_attributes(span.get("attributes")), path, line, (r, s, k))
                     except InputError:
                         raise
                     except (AttributeError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
                         where = _span_path((r, s, k))
                         raise InputError(path, _explain(span, where) or f"{where}: not a valid OTLP JSON span "
                                          f"({type(exc).__name__})", line) from None
-
-    def _add_span(self, span: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
-        if not isinstance(span, dict):
-            raise TypeError("a span must be an object")  # _explain says where
-        self.add_span(span, decode_read_attributes(span.get("attributes")), path, line, index)
 
     def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int,
                  index: tuple[int, int, int] = (0, 0, 0)) -> None:
@@ -222,7 +220,7 @@ class OTLPCollector:
             self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
-                path, line,
+                path, line, session_id,
             ))
 
     def _resolve(self, candidate: _Candidate) -> tuple[str, str | None]:
@@ -232,7 +230,7 @@ class OTLPCollector:
         parent chain, else the trace; the run is the outermost session span of that
         session around it (an inner ``invoke_agent`` of the same session joins it).
         """
-        session_id = explicit_session(candidate.attrs)
+        session_id = candidate.session
         run = None
         span_id = candidate.parent_id
         for _ in range(_MAX_PARENT_HOPS):
