@@ -59,7 +59,8 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         if key == "boolValue":
             return bool(item)
         if key == "arrayValue":
-            return tuple(decode_value(v) for v in (item or {}).get("values", ()))
+            return tuple([v["stringValue"] if type(v) is dict and len(v) == 1 and "stringValue" in v
+                          else decode_value(v) for v in (item or {}).get("values", ())])
         if key == "kvlistValue":
             return {kv.get("key"): decode_value(kv.get("value")) for kv in (item or {}).get("values", ())}
         if key == "bytesValue":
