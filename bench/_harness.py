@@ -10,6 +10,18 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+# ``python -m bench --smoke``: every section at sizes too small to measure anything, in seconds,
+# so that the test suite runs the benchmark and it never rots. Sections read it for their sizes.
+SMOKE = False
+
+
+def cache_dir() -> Path:
+    """Where generated inputs are kept between runs: ``bench/.cache``, or $AGENTGUARD_BENCH_CACHE."""
+    path = Path(os.environ.get("AGENTGUARD_BENCH_CACHE") or Path(__file__).resolve().parent / ".cache")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def interleave(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:

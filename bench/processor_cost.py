@@ -1,8 +1,11 @@
 """(1) Processor cost per span and (6) its scaling with live sessions and window size.
 
 (1) The SDK with a BatchSpanProcessor and a dropping exporter, with and without the
-agentguard processor, on 1,000 concurrent sessions of model and tool spans (a tenth of
-them looping); each repeat builds both providers afresh and drives the same spans.
+agentguard processor; each repeat builds both providers afresh and drives the same spans,
+the two in alternating order. Three span streams: 1,000 concurrent sessions of our own
+model and tool spans (a tenth of them looping); a service's ordinary spans (an HTTP server
+span and a database span per request, no GenAI attributes); and the same sessions as
+another instrumentation writes them (raw tool arguments and results, no attributes of ours).
 
 (6) Live sessions stay open (long-run budgets, new arguments every call, so every probe
 keeps working); after an untimed warm-up that fills their windows, each repeat times the
@@ -14,12 +17,15 @@ from __future__ import annotations
 import random
 import time
 
+from opentelemetry import trace
+
+from bench import _harness
 from bench._harness import Report, interleave, per_repeat, progress
-from bench.workload import Driver, long_run_policy, make_sessions, run_concurrent, session_steps
+from bench.workload import Driver, foreign_step, long_run_policy, make_sessions, run_concurrent, session_steps
 
 
 def processor_cost(report: Report, repeats: int, quick: bool) -> None:
-    sessions, steps = (200, 10) if quick else (1000, 10)
+    sessions, steps = (20, 10) if _harness.SMOKE else (200, 10) if quick else (1000, 10)
     progress(f"processor cost: {sessions} concurrent sessions x ~{steps} spans, {repeats} repeats")
     workload = make_sessions(sessions, steps, seed=1)
 
@@ -40,6 +46,68 @@ def processor_cost(report: Report, repeats: int, quick: bool) -> None:
     report.add("1 processor", "agentguard adds / SDK cost", per_repeat(samples["guard"], samples["sdk"],
                                                                      lambda a, b: (a - b) / b * 100), "%",
                "<= 10 %", lambda m: m <= 10)
+
+
+def _ratio_rows(report: Report, section: str, what: str, samples: dict[str, list[float]], target: float) -> None:
+    """Per-span cost without and with the guard, and their ratio within each repeat against ``target``."""
+    report.add(section, f"{what}: SDK + BatchSpanProcessor, per span", samples["sdk"], "us")
+    report.add(section, f"{what}: same + agentguard, per span", samples["guard"], "us")
+    report.add(section, f"{what}: with agentguard / without", per_repeat(samples["guard"], samples["sdk"],
+                                                                         lambda a, b: a / b), "x",
+               f"<= {target:g} x", lambda m: m <= target)
+
+
+def ordinary_spans(report: Report, repeats: int, quick: bool) -> None:
+    """A service's usual spans, which are no agent's steps: an HTTP server span and a database
+    span inside it per request, no GenAI attributes. The guard sits on the global provider, so
+    every such span passes through it."""
+    requests = 100 if _harness.SMOKE else 3000 if quick else 10_000
+    progress(f"ordinary spans: {requests:,} requests (HTTP server + DB span), {repeats} repeats")
+    http = {"http.request.method": "GET", "http.route": "/orders/{id}", "url.scheme": "https",
+            "server.address": "shop.example", "http.response.status_code": 200, "network.protocol.version": "1.1"}
+    db = {"db.system.name": "postgresql", "db.namespace": "shop", "db.operation.name": "SELECT",
+          "db.collection.name": "orders", "db.query.text": "SELECT * FROM orders WHERE id = $1",
+          "server.address": "db.internal", "server.port": 5432}
+
+    def variant(guard: bool):  # noqa: ANN202
+        def measure() -> float:
+            driver = Driver(guard)
+            tracer = driver.tracer
+            start = time.perf_counter()
+            for _ in range(requests):
+                with tracer.start_as_current_span("GET /orders/{id}", kind=trace.SpanKind.SERVER, attributes=http):
+                    with tracer.start_as_current_span("SELECT shop.orders", kind=trace.SpanKind.CLIENT,
+                                                      attributes=db):
+                        pass
+            seconds = time.perf_counter() - start
+            driver.shutdown()
+            return seconds / (2 * requests) * 1e6
+
+        return measure
+
+    samples = interleave({"sdk": variant(False), "guard": variant(True)}, repeats)
+    _ratio_rows(report, "1 processor", "ordinary spans (HTTP + DB, no GenAI)", samples, 1.05)
+
+
+def foreign_spans(report: Report, repeats: int, quick: bool) -> None:
+    """Model and tool spans of another instrumentation: raw ``gen_ai.tool.call.arguments`` and
+    results instead of our fingerprints, sessions named by ``gen_ai.conversation.id`` only."""
+    sessions = 20 if _harness.SMOKE else 200 if quick else 1000
+    progress(f"foreign spans: {sessions} concurrent sessions x ~10 spans with raw arguments, {repeats} repeats")
+    workload = [(session_id, [foreign_step(spec) for spec in steps])
+                for session_id, steps in make_sessions(sessions, 10, seed=4)]
+
+    def variant(guard: bool):  # noqa: ANN202
+        def measure() -> float:
+            driver = Driver(guard)
+            seconds, spans = run_concurrent(driver, workload, seed=5, foreign=True)
+            driver.shutdown()
+            return seconds / spans * 1e6
+
+        return measure
+
+    samples = interleave({"sdk": variant(False), "guard": variant(True)}, repeats)
+    _ratio_rows(report, "1 processor", "foreign GenAI spans, raw tool arguments", samples, 1.5)
 
 
 class _LiveSessions:
@@ -68,14 +136,16 @@ class _LiveSessions:
 
 
 def scaling(report: Report, repeats: int, quick: bool) -> None:
-    steps = 4000 if quick else 20_000
-    big = 10_000 if quick else 100_000
+    steps = 200 if _harness.SMOKE else 4000 if quick else 20_000
+    big = 300 if _harness.SMOKE else 10_000 if quick else 100_000
+    usual = 100 if _harness.SMOKE else 1000  # the smoke run's counts are too small to mean anything
+    few, middle = "10 sessions, window 6", f"{usual:,} sessions, window 6"
     configs = {
-        "sdk only": (1000, 6, False, 12),
-        "10 sessions, window 6": (10, 6, True, 12),
-        "1,000 sessions, window 6": (1000, 6, True, 12),
+        "sdk only": (usual, 6, False, 12),
+        few: (10, 6, True, 12),
+        middle: (usual, 6, True, 12),
         f"{big:,} sessions, window 6": (big, 6, True, 2),
-        "1,000 sessions, window 64": (1000, 64, True, 130),
+        f"{usual:,} sessions, window 64": (usual, 64, True, 130),
     }
     live = {}
     for name, (count, window, guard, warmup) in configs.items():
@@ -91,10 +161,10 @@ def scaling(report: Report, repeats: int, quick: bool) -> None:
         report.add("6 scaling", f"{name}: agentguard adds", per_repeat(values, base, lambda a, b: a - b), "us")
     # Against 10 sessions (whose state stays in the CPU caches) and against 1,000 (the usual case):
     # an O(1) probe stays flat from 1,000 to 100,000 sessions and from window 6 to window 64.
-    for reference in ("10 sessions, window 6", "1,000 sessions, window 6"):
+    for reference in (few, middle):
         first = samples[reference]
         for name, values in samples.items():
-            if name == reference or (reference.startswith("1,000") and name.startswith("10 sessions")):
+            if name == reference or (reference == middle and name == few):
                 continue
             label = reference.split(" sessions")[0] + " sessions"
             report.add("6 scaling", f"{name} / {label}, total per span",

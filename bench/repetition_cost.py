@@ -16,6 +16,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench import _harness
 from bench._harness import Report, interleave, per_repeat, progress
 from otel_agentguard.repetition import RepetitionMonitor
 
@@ -86,7 +87,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
             return sum(_accumulated(d) * len(d) for d in answers) / chunks
 
         samples = interleave({"checked": checked, "accumulated": accumulated,
-                              "sdk": lambda: _sdk_decode(500 if quick else 2000)}, repeats)
+                              "sdk": lambda: _sdk_decode(50 if _harness.SMOKE else 500 if quick else 2000)}, repeats)
         report.add("repetition", f"{label} answers: check per chunk", samples["checked"], "us")
         report.add("repetition", f"{label} answers: only accumulating", samples["accumulated"], "us")
         report.add("repetition", f"openai SDK: decode one chat chunk (beside {label})", samples["sdk"], "us")
@@ -94,7 +95,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
                    per_repeat(samples["checked"], samples["sdk"], lambda a, b: a / b), "x",
                    f"<= {SHARE:g}", lambda m: m <= SHARE)
 
-    small, large = (20_000, 200_000) if quick else (100_000, 1_000_000)
+    small, large = (2_000, 20_000) if _harness.SMOKE else (20_000, 200_000) if quick else (100_000, 1_000_000)
     for name, text in _shapes(large).items():
         progress(f"repetition: {name}, {small} vs {large} chars")
         short, long = _deltas(text[:small]), _deltas(text)

@@ -17,12 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench._harness import Report, progress
+from bench._harness import Report, cache_dir, progress
 from bench.workload import session_steps
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import encode_attributes
 
-CACHE = Path(__file__).resolve().parent / ".cache"
 _BATCH = 512
 
 
@@ -87,8 +86,7 @@ def generate(path: Path, spans: int, seed: int = 3) -> None:
 
 
 def trace_file(spans: int) -> Path:
-    CACHE.mkdir(exist_ok=True)
-    path = CACHE / f"replay-{spans}.jsonl"
+    path = cache_dir() / f"replay-{spans}.jsonl"
     if not path.exists():
         progress(f"replay: generating {spans:,} spans into {path} (cached for later runs)")
         generate(path, spans)
@@ -112,5 +110,6 @@ def run(report: Report, repeats: int, quick: bool, spans: int) -> None:
         seconds = replay_seconds(path)
         rates.append(spans / seconds)
         progress(f"replay: repeat {index + 1}: {seconds:.1f} s, {rates[-1]:,.0f} spans/s")
-    report.add("5 replay", f"agentguard replay, {spans:,} spans ({size / 2**20:.0f} MiB), one core", rates,
+    report.add("5 replay", f"agentguard replay, {spans:,} spans ({size / 2**20:.{0 if size >= 2**20 else 1}f} MiB), "
+               "one core", rates,
                "spans/s", ">= 50,000", lambda m: m >= 50_000)

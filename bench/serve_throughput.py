@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from bench import _harness
 from bench._harness import Report, progress
 from bench.workload import session_steps
 from otel_agentguard import attributes as A
@@ -238,7 +239,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
     except ImportError:
         report.note("7 serve: skipped (pip install 'otel-agentguard[serve]')")
         return
-    sessions_count = 2_000 if quick else 10_000
+    sessions_count = 50 if _harness.SMOKE else 2_000 if quick else 10_000
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     server_cpu = cpus[-1] if cpus else None
     everything = set(range(os.cpu_count() or 1))
@@ -262,7 +263,7 @@ def run(report: Report, repeats: int, quick: bool) -> None:
     finally:
         if cpus and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, set(cpus))
-    live = 500 if quick else 2_000
+    live = 50 if _harness.SMOKE else 500 if quick else 2_000
     samples = [bytes_per_live_session(live) for _ in range(2)]
     report.add("7 serve", f"memory per live session in serve ({live:,} open, 11 foreign spans each)",
                [s / 1024 for s in samples], "KiB")

@@ -10,6 +10,7 @@ traffic. Both variants of a comparison drive the very same spans; only the proce
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -111,6 +112,20 @@ def session_steps(rnd: random.Random, steps: int, looping: bool, unique: bool = 
     return out
 
 
+def foreign_step(spec: StepSpec) -> StepSpec:
+    """The same step as another GenAI instrumentation writes it: raw tool arguments and result
+    (JSON text) instead of our fingerprints, and none of our own attributes."""
+    start = {key: value for key, value in spec.start.items() if not key.startswith("agentguard.")}
+    end = {key: value for key, value in spec.end.items() if not key.startswith("agentguard.")}
+    if A.TOOL_ARGS_FINGERPRINT in spec.start:  # the same call gives the same arguments: loops stay loops
+        seed = spec.start[A.TOOL_ARGS_FINGERPRINT]
+        start[A.GEN_AI_TOOL_CALL_ARGUMENTS] = json.dumps(
+            {"order_id": seed[:8], "region": "eu", "page": 1, "filters": {"status": ["open", "late"]}})
+        end[A.GEN_AI_TOOL_CALL_RESULT] = json.dumps(
+            {"status": "ok", "items": [{"sku": spec.end.get(A.TOOL_RESULT_FINGERPRINT, "")[:6], "qty": 1}]})
+    return StepSpec(spec.name, start, end)
+
+
 class Driver:
     """One TracerProvider with a BatchSpanProcessor and a dropping exporter, with or without the guard."""
 
@@ -134,6 +149,14 @@ class Driver:
         context = with_session(SessionContext(session_id), trace.set_span_in_context(span))
         return span, context
 
+    def open_foreign(self, session_id: str) -> tuple[trace.Span, object]:
+        """An agent span of another instrumentation: the session is named only by gen_ai.conversation.id."""
+        span = self.tracer.start_span(
+            "invoke_agent bench",
+            attributes={A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.GEN_AI_CONVERSATION_ID: session_id},
+        )
+        return span, trace.set_span_in_context(span)
+
     def step(self, context: object, spec: StepSpec) -> None:
         span = self.tracer.start_span(spec.name, context=context, attributes=spec.start)  # type: ignore[arg-type]
         span.set_attributes(spec.end)
@@ -153,11 +176,15 @@ def make_sessions(count: int, steps: int, seed: int, loop_share: float = 0.1) ->
     return [(f"sess-{seed}-{i}", session_steps(rnd, steps, rnd.random() < loop_share)) for i in range(count)]
 
 
-def run_concurrent(driver: Driver, sessions: list[tuple[str, list[StepSpec]]], seed: int) -> tuple[float, int]:
-    """All sessions open at once; their steps interleave in random order. Returns (seconds, spans)."""
+def run_concurrent(driver: Driver, sessions: list[tuple[str, list[StepSpec]]], seed: int,
+                   foreign: bool = False) -> tuple[float, int]:
+    """All sessions open at once; their steps interleave in random order. Returns (seconds, spans).
+
+    ``foreign``: the sessions are agent spans of another instrumentation (no session scope of ours)."""
     rnd = random.Random(seed)
     start = time.perf_counter()
-    opened = [driver.open(session_id) for session_id, _ in sessions]
+    opener = driver.open_foreign if foreign else driver.open
+    opened = [opener(session_id) for session_id, _ in sessions]
     cursors = [0] * len(sessions)
     live = list(range(len(sessions)))
     spans = len(sessions)

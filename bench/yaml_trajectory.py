@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench._harness import Report, progress
+from bench import _harness
+from bench._harness import Report, cache_dir, progress
 
-CACHE = Path(__file__).resolve().parent / ".cache"
 TOOLS = ("search_kb", "get_order", "query_logistics", "refund", "lookup_customer")
 
 
@@ -58,12 +58,11 @@ def generate(path: Path, target_bytes: int, seed: int = 7) -> int:
     return sessions
 
 
-def trajectory_file(megabytes: int) -> Path:
-    CACHE.mkdir(exist_ok=True)
-    path = CACHE / f"trajectory-{megabytes}mb.yaml"
+def trajectory_file(megabytes: float) -> Path:
+    path = cache_dir() / f"trajectory-{megabytes:g}mb.yaml"
     if not path.exists():
-        progress(f"yaml: generating a {megabytes} MB trajectory into {path} (cached for later runs)")
-        generate(path, megabytes * 1_000_000)
+        progress(f"yaml: generating a {megabytes:g} MB trajectory into {path} (cached for later runs)")
+        generate(path, int(megabytes * 1_000_000))
     return path
 
 
@@ -86,7 +85,7 @@ def check_run(path: Path) -> tuple[float, float, int]:
 
 
 def run(report: Report, repeats: int, quick: bool) -> None:
-    megabytes = 10
+    megabytes = 0.2 if _harness.SMOKE else 10
     path = trajectory_file(megabytes)
     size = path.stat().st_size
     progress(f"yaml: {size / 1e6:.1f} MB trajectory, {repeats} repeats")
@@ -96,6 +95,6 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         seconds.append(elapsed)
         peaks.append(peak)
         progress(f"yaml: repeat {index + 1}: {elapsed:.1f} s, peak RSS {peak:,.0f} MiB, exit {status}")
-    label = f"agentguard check, {size / 1e6:.0f} MB YAML trajectory, one core"
+    label = f"agentguard check, {size / 1e6:.{0 if size >= 1e6 else 1}f} MB YAML trajectory, one core"
     report.add("yaml", label + ": wall time", seconds, "s", "< 30", lambda m: m < 30)
     report.add("yaml", label + ": peak RSS", peaks, "MiB", "< 1,024", lambda m: m < 1024)

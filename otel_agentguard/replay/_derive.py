@@ -60,7 +60,7 @@ def with_derived_steps(
             else:
                 numbers[order] = next_sequence()
             continue
-        if derived and run != derived_run:  # live, the run that asked ended and flushed them
+        if run != derived_run and derived:  # live, the run that asked ended and flushed them
             result.extend((derived_run, None, step) for step in derived.flush())
         repeated, last_response = same_response(span.kind, span.attrs, last_response)
         if repeated:  # the same model call seen a second time: no step, as live

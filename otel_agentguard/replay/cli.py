@@ -70,6 +70,9 @@ def _judge_all(args: argparse.Namespace) -> tuple[Policy, list[render.Judged]]:
         return _read_and_judge(args)
     finally:
         if collecting:
+            # What was read stays until the end: set it aside, or the first collection after
+            # this would scan all of it at once.
+            gc.freeze()
             gc.enable()
 
 
@@ -143,9 +146,14 @@ class _ProgressBar:
 
 def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]) -> None:
     if args.format == "json":
-        # Strict JSON: a non-finite number (never valid JSON) is written as null.
-        print(json.dumps(render.finite(as_json), ensure_ascii=False, allow_nan=False,
-                         indent=None if args.compact else 2))
+        # Strict JSON: a non-finite number (never valid JSON) is written as null. Such numbers
+        # are rare, and walking a large output for them costs: only when dumping refuses one.
+        indent = None if args.compact else 2
+        try:
+            text = json.dumps(as_json, ensure_ascii=False, allow_nan=False, indent=indent)
+        except ValueError:
+            text = json.dumps(render.finite(as_json), ensure_ascii=False, allow_nan=False, indent=indent)
+        print(text)
     else:
         print(as_table())
 

@@ -59,7 +59,8 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         if key == "boolValue":
             return bool(item)
         if key == "arrayValue":
-            return tuple(decode_value(v) for v in (item or {}).get("values", ()))
+            return tuple([v["stringValue"] if type(v) is dict and len(v) == 1 and "stringValue" in v
+                          else decode_value(v) for v in (item or {}).get("values", ())])
         if key == "kvlistValue":
             return {kv.get("key"): decode_value(kv.get("value")) for kv in (item or {}).get("values", ())}
         if key == "bytesValue":
@@ -84,6 +85,59 @@ def decode_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, An
     return decoded
 
 
+# Every attribute key replay reads: the step adapter (steps.py), the tool-call readers
+# (tool_calls.py, derived.py) and this module. Spans carry many more (HTTP, resource-like,
+# provider details): a replay stores only these, and of the rest only checks that they are
+# well formed, so a bad file is refused the same whatever it holds. A test records every key
+# the readers ask for and holds this list to it.
+READ_KEYS = frozenset({
+    A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID,
+    A.VERDICT, A.NESTED_STEP, A.SEQUENCE, A.STOP_REASON, A.ENFORCED, A.PROFILE, A.TASK_TYPE, A.ERROR_TYPE,
+    "traceloop.span.kind", "openinference.span.kind", "llm.request.type", "ai.operationId",
+    # tool steps
+    A.GEN_AI_TOOL_NAME, "traceloop.entity.name", "tool.name", "ai.toolCall.name", A.GEN_AI_TOOL_CALL_ID,
+    A.TOOL_ARGS_FINGERPRINT, A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value",
+    "ai.toolCall.args", A.TOOL_RESULT_FINGERPRINT, A.TOOL_RESULT_EMPTY, A.GEN_AI_TOOL_CALL_RESULT,
+    "traceloop.entity.output", "output.value", "ai.toolCall.result", A.TOOL_EFFECT,
+    # model steps
+    A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL, "llm.model_name", A.GEN_AI_RESPONSE_FINISH_REASONS,
+    "llm.finish_reason", A.RESPONSE_TOOL_CALLS, "ai.response.toolCalls", A.GEN_AI_OUTPUT_MESSAGES,
+    A.GEN_AI_INPUT_MESSAGES, A.FINAL_CLAIMS, A.FINAL_CLAIM_RULE, A.FINAL_CLAIM_CLAUSE, A.OUTPUT_REPETITION,
+    "ai.response.text", *_COUNT_ATTRIBUTES,
+})
+# Messages flattened into numbered keys (OpenInference, OpenLLMetry before the conventions).
+READ_KEY_PREFIXES = ("llm.output_messages.", "llm.input_messages.", "gen_ai.completion.", "gen_ai.prompt.")
+
+
+def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The attributes in :data:`READ_KEYS` (and under its prefixes) as Python values; the others
+    are decoded only to check them (an unset or string value needs no check)."""
+    decoded: dict[str, Any] = {}
+    for item in items or ():
+        key = item["key"]
+        value = item.get("value")
+        wanted = key in READ_KEYS or type(key) is not str or key.startswith(READ_KEY_PREFIXES)
+        if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
+            [(member, inner)] = value.items()
+            if member == "stringValue":
+                if wanted:
+                    decoded[key] = inner
+                continue
+            if member == "intValue":
+                inner = _int64(inner)
+            elif member == "boolValue":
+                inner = bool(inner)
+            else:
+                inner = decode_value(value)
+            if wanted:
+                decoded[key] = inner
+        elif wanted:
+            decoded[key] = decode_value(value)
+        elif value is not None:
+            decode_value(value)  # checked, not kept
+    return decoded
+
+
 @dataclass(slots=True)
 class _Candidate:
     kind: str
@@ -97,6 +151,7 @@ class _Candidate:
     error: bool
     path: str
     line: int
+    session: str | None  # the session the span names itself, if any
 
 
 class OTLPCollector:
@@ -117,18 +172,15 @@ class OTLPCollector:
                 spans = _members(scope_spans, "spans", f"resourceSpans[{r}].scopeSpans[{s}]", path, line)
                 for k, span in enumerate(spans):
                     try:
-                        self._add_span(span, path, line, (r, s, k))
+                        if not isinstance(span, dict):
+                            raise TypeError("a span must be an object")  # _explain says where
+                        self.add_span(span, decode_read_attributes(span.get("attributes")), path, line, (r, s, k))
                     except InputError:
                         raise
                     except (AttributeError, KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
                         where = _span_path((r, s, k))
                         raise InputError(path, _explain(span, where) or f"{where}: not a valid OTLP JSON span "
                                          f"({type(exc).__name__})", line) from None
-
-    def _add_span(self, span: Mapping[str, Any], path: str, line: int, index: tuple[int, int, int]) -> None:
-        if not isinstance(span, dict):
-            raise TypeError("a span must be an object")  # _explain says where
-        self.add_span(span, decode_attributes(span.get("attributes")), path, line, index)
 
     def add_span(self, span: Mapping[str, Any], attrs: dict[str, Any], path: str, line: int,
                  index: tuple[int, int, int] = (0, 0, 0)) -> None:
@@ -169,7 +221,7 @@ class OTLPCollector:
             self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
-                path, line,
+                path, line, session_id,
             ))
 
     def _resolve(self, candidate: _Candidate) -> tuple[str, str | None]:
@@ -179,7 +231,7 @@ class OTLPCollector:
         parent chain, else the trace; the run is the outermost session span of that
         session around it (an inner ``invoke_agent`` of the same session joins it).
         """
-        session_id = explicit_session(candidate.attrs)
+        session_id = candidate.session
         run = None
         span_id = candidate.parent_id
         for _ in range(_MAX_PARENT_HOPS):
