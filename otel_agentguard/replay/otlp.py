@@ -101,6 +101,7 @@ READ_KEYS = frozenset({
     "traceloop.entity.output", "output.value", "ai.toolCall.result", A.TOOL_EFFECT,
     # model steps
     A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL, "llm.model_name", A.GEN_AI_RESPONSE_FINISH_REASONS,
+    A.GEN_AI_RESPONSE_ID,
     "llm.finish_reason", A.RESPONSE_TOOL_CALLS, "ai.response.toolCalls", A.GEN_AI_OUTPUT_MESSAGES,
     A.GEN_AI_INPUT_MESSAGES, A.FINAL_CLAIMS, A.FINAL_CLAIM_RULE, A.FINAL_CLAIM_CLAUSE, A.OUTPUT_REPETITION,
     "ai.response.text", *_COUNT_ATTRIBUTES,
