@@ -11,7 +11,7 @@ import pytest
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "providers-and-coexistence.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
-EXPECTED_LAST_WORD = ["'invoke_agent']", "tool_loop"]
+EXPECTED_LAST_WORD = ["'invoke_agent']", "enforce", "tool_loop"]
 
 
 def test_every_example_is_checked():

@@ -20,7 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from otel_agentguard import attributes as A
-from otel_agentguard import processor as processor_module
+from otel_agentguard import live_sessions as live_sessions_module
 from otel_agentguard.processor import AgentGuardSpanProcessor
 
 SOAK_SESSIONS = int(os.environ.get("AGENTGUARD_SOAK_SESSIONS", "20000"))
@@ -92,7 +92,7 @@ class Rig:
 
 @pytest.fixture
 def small_counter_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(processor_module, "_MAX_REMEMBERED_COUNTERS", REMEMBERED_COUNTERS)
+    monkeypatch.setattr(live_sessions_module, "_MAX_REMEMBERED_COUNTERS", REMEMBERED_COUNTERS)
 
 
 def test_soak_memory_stays_flat_and_every_session_gets_a_verdict(small_counter_memory, capsys):
