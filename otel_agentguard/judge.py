@@ -10,9 +10,8 @@ puts them back in order with a :class:`SequenceBuffer` first.
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
@@ -71,11 +70,24 @@ def choose_stop_reason(
     return A.ABANDONED
 
 
+class LastAction(NamedTuple):
+    """One of a session's last steps, as a breakpoint names it."""
+
+    sequence: int
+    kind: str
+    name: str
+    failed: bool
+
+
+_LAST_ACTIONS = 5  # the breakpoint's "last actions"
+_ACTION_FIELDS = len(LastAction._fields)
+
+
 class SessionJudge:
     """Judges one session, step by step. Not thread-safe: the caller serialises."""
 
     __slots__ = (
-        "session_id", "policy", "profile", "totals", "alerts", "last_steps", "_probes", "_labels", "_last_end_ns",
+        "session_id", "policy", "profile", "totals", "alerts", "_last", "_probes", "_labels", "_last_end_ns",
         "_last_sequence",
     )
 
@@ -85,7 +97,9 @@ class SessionJudge:
         self.profile = profile or policy.resolve_profile()
         self.totals = SessionTotals(start_ns)
         self.alerts: list[Alert] = []
-        self.last_steps: deque[Step] = deque(maxlen=5)  # the breakpoint's "last actions"
+        # The last actions, flat (sequence, kind, name, failed, sequence, ...): a step is not
+        # kept alive for a breakpoint that only names it.
+        self._last: list[object] = []
         disabled = self.profile.disabled_probes
         self._probes: list[Probe] = [
             factory(self.profile, policy) for factory in all_probes() if factory.name not in disabled
@@ -148,11 +162,20 @@ class SessionJudge:
             if step.final:
                 totals.steps += 1
                 totals.final = True
-        self.last_steps.append(step)
+        last = self._last
+        last += (step.sequence, step.kind, step.name, step.failed)
+        if len(last) > _LAST_ACTIONS * _ACTION_FIELDS:
+            del last[:_ACTION_FIELDS]
         if step.label is not None:
             if self._labels is None:
                 self._labels = {}
             self._labels[step.sequence] = step.label
+
+    @property
+    def last_steps(self) -> list[LastAction]:
+        """The session's last steps (at most five), oldest first."""
+        last = self._last
+        return [LastAction(*last[at:at + _ACTION_FIELDS]) for at in range(0, len(last), _ACTION_FIELDS)]  # type: ignore[arg-type]
 
     @property
     def last_sequence(self) -> int:
@@ -199,37 +222,48 @@ class SequenceBuffer:
 
     def __init__(self, first: int = 1, max_pending: int = 64):
         self._next = first
-        self._pending: list[tuple[int, int, Step]] = []  # heap of (sequence, arrival, step)
-        self._skipped: set[int] = set()
+        # Made when a step first waits, a number is first skipped: steps usually end in order.
+        self._pending: list[tuple[int, int, Step]] | None = None  # heap of (sequence, arrival, step)
+        self._skipped: set[int] | None = None
         self._max_pending = max_pending
-        self._arrivals = itertools.count()  # tie-breaker: steps themselves are not ordered
+        self._arrivals = 0  # tie-breaker: steps themselves are not ordered
 
     def push(self, step: Step) -> list[Step]:
-        if step.sequence < self._next:
+        sequence = step.sequence
+        if sequence < self._next:
             return [step]  # late or duplicate: judge it now rather than never
-        heapq.heappush(self._pending, (step.sequence, next(self._arrivals), step))
+        if sequence == self._next and not self._pending and not self._skipped:
+            self._next = sequence + 1  # the usual case: the step it waits for, nothing held back
+            return [step]
+        if self._pending is None:
+            self._pending = []
+        self._arrivals += 1
+        heapq.heappush(self._pending, (sequence, self._arrivals, step))
         return self._release()
 
     def skip(self, sequence: int) -> list[Step]:
         """A numbered span ended without being a step."""
         if sequence >= self._next:
+            if self._skipped is None:
+                self._skipped = set()
             self._skipped.add(sequence)
         return self._release()
 
     def drain(self) -> list[Step]:
-        ready = [entry[2] for entry in sorted(self._pending)]
-        self._pending.clear()
-        self._skipped.clear()
+        ready = [entry[2] for entry in sorted(self._pending or ())]
+        self._pending = None
+        self._skipped = None
         if ready:
             self._next = ready[-1].sequence + 1
         return ready
 
     def _release(self) -> list[Step]:
         ready: list[Step] = []
-        pending = self._pending
+        pending = self._pending or []
+        skipped = self._skipped or set()
         while True:
-            if self._next in self._skipped:
-                self._skipped.discard(self._next)
+            if self._next in skipped:
+                skipped.discard(self._next)
                 self._next += 1
             elif pending and pending[0][0] <= self._next:
                 step = heapq.heappop(pending)[2]
@@ -238,4 +272,8 @@ class SequenceBuffer:
             elif len(pending) > self._max_pending:
                 self._next = pending[0][0]  # give up on the missing number
             else:
+                if not pending:
+                    self._pending = None  # drop the emptied containers: most sessions idle in order
+                if not skipped:
+                    self._skipped = None
                 return ready

@@ -74,6 +74,21 @@ def call_key(step: Step) -> tuple[str, str | None, bool] | None:
     return (step.args_fingerprint, step.result_fingerprint, step.failed)
 
 
+NO_CALL = -1  # the digest of a call whose arguments are unknown: it matches nothing
+
+
+def call_digest(step: Step) -> int:
+    """:func:`call_key` as one 64-bit integer, so a probe's window is a ring of machine words.
+
+    The fingerprints inside are 128-bit keyed hashes already; two different calls share a
+    digest with odds of about 2**-64. ``hash`` of a tuple is never -1, so :data:`NO_CALL`
+    stands apart from every real call.
+    """
+    if step.args_fingerprint is None:
+        return NO_CALL
+    return hash((step.args_fingerprint, step.result_fingerprint, step.failed))
+
+
 def short(fingerprint: str | None) -> str:
     """The first 8 hex digits, after any "tool:" prefix a foreign log put in front."""
     return (fingerprint or "?").rsplit(":", 1)[-1][:8]

@@ -16,6 +16,8 @@ Options:
 
 from __future__ import annotations
 
+import functools
+
 from otel_agentguard.attributes import BUDGET_EXCEEDED
 from otel_agentguard.policy import Policy, Profile
 from otel_agentguard.probes import Alert, SessionTotals
@@ -29,24 +31,17 @@ class BudgetExceeded:
     __slots__ = ("_limits", "_fired")
 
     def __init__(self, profile: Profile, policy: Policy):
-        limits = {
-            "steps": profile.max_steps,
-            "tokens": profile.max_tokens,
-            "cost": profile.max_cost_usd,
-            "wall_time": profile.max_wall_time_s,
-            "model_calls": profile.max_model_calls,
-        }
-        self._limits = tuple((kind, limit) for kind, limit in limits.items() if limit is not None)
-        self._fired: set[str] = set()
+        self._limits = _limits(profile)
+        self._fired = 0  # one bit per entry of _limits: each kind is raised once
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         alerts = None
-        for kind, limit in self._limits:
-            if kind in self._fired:
+        for index, (kind, limit) in enumerate(self._limits):
+            if self._fired >> index & 1:
                 continue
             used = used_budget(kind, step, totals)
             if used > limit:
-                self._fired.add(kind)
+                self._fired |= 1 << index
                 alerts = alerts or []
                 alerts.append(Alert(
                     probe=BUDGET_EXCEEDED,
@@ -57,6 +52,26 @@ class BudgetExceeded:
                     budget_kind=kind,
                 ))
         return alerts
+
+
+def _limits(profile: Profile) -> tuple[tuple[str, float], ...]:
+    """The profile's budgets that are set, built once per profile and shared by its sessions."""
+    try:
+        return _limits_of(profile)
+    except TypeError:  # a profile that cannot be hashed: built for this session alone
+        return _limits_of.__wrapped__(profile)
+
+
+@functools.lru_cache(maxsize=256)
+def _limits_of(profile: Profile) -> tuple[tuple[str, float], ...]:
+    limits = {
+        "steps": profile.max_steps,
+        "tokens": profile.max_tokens,
+        "cost": profile.max_cost_usd,
+        "wall_time": profile.max_wall_time_s,
+        "model_calls": profile.max_model_calls,
+    }
+    return tuple((kind, limit) for kind, limit in limits.items() if limit is not None)
 
 
 def used_budget(kind: str, step: Step, totals: SessionTotals) -> float:

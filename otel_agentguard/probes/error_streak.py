@@ -16,7 +16,7 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import ERROR_STREAK
 from otel_agentguard.policy import Policy, Profile
@@ -32,7 +32,7 @@ class ErrorStreak:
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.error_streak
-        self._streak: deque[int] = deque(maxlen=self._threshold)
+        self._streak: array[int] | None = None  # sequences of the streak, made at its first step
         self._failures = 0  # how many in the current streak failed (vs came back empty)
         self._fired = False
 
@@ -41,20 +41,26 @@ class ErrorStreak:
             return None
         if not step.failed and step.empty is None:
             return None
+        streak = self._streak
         if not step.failed and not step.empty:
-            self._streak.clear()
+            if streak:
+                del streak[:]
             self._failures = 0
             return None
-        self._streak.append(step.sequence)
+        if streak is None:
+            streak = self._streak = array("q")
+        streak.append(step.sequence)
+        if len(streak) > self._threshold:
+            del streak[0]
         self._failures += 1 if step.failed else 0
-        if len(self._streak) < self._threshold:
+        if len(streak) < self._threshold:
             return None
         self._fired = True
         failed = min(self._failures, self._threshold)
         return [Alert(
             probe=ERROR_STREAK,
             sequence=step.sequence,
-            evidence=tuple(self._streak),
+            evidence=tuple(streak),
             detail=(
                 f"{self._threshold} tool results in a row failed or came back empty "
                 f"({failed} failed, {self._threshold - failed} empty)"

@@ -17,7 +17,7 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import NO_PROGRESS
 from otel_agentguard.policy import Policy, Profile
@@ -34,8 +34,9 @@ class NoProgress:
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.no_progress_steps
-        self._seen: dict[str, None] = {}
-        self._run: deque[int] = deque(maxlen=self._threshold)
+        # Made at the first state / the first step of a run: most sessions of model calls never need them.
+        self._seen: dict[str, None] | None = None
+        self._run: array[int] | None = None  # sequences of the current run
         self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
@@ -44,20 +45,30 @@ class NoProgress:
         state = step.result_fingerprint
         if state is None and not step.failed:
             return None  # the result is unknown: no verdict either way
-        if not step.failed and state is not None and state not in self._seen:
-            self._seen[state] = None
-            if len(self._seen) > _MAX_STATES:
-                del self._seen[next(iter(self._seen))]
-            self._run.clear()
-            return None
-        self._run.append(step.sequence)
-        if len(self._run) < self._threshold:
+        run = self._run
+        if not step.failed and state is not None:
+            seen = self._seen
+            if seen is None:
+                seen = self._seen = {}
+            if state not in seen:
+                seen[state] = None
+                if len(seen) > _MAX_STATES:
+                    del seen[next(iter(seen))]
+                if run:
+                    del run[:]
+                return None
+        if run is None:
+            run = self._run = array("q")
+        run.append(step.sequence)
+        if len(run) > self._threshold:
+            del run[0]
+        if len(run) < self._threshold:
             return None
         self._fired = True
         return [Alert(
             probe=NO_PROGRESS,
             sequence=step.sequence,
-            evidence=tuple(self._run),
+            evidence=tuple(run),
             detail=f"{self._threshold} tool steps in a row produced no state the session had not seen before",
             disposal=DISPOSAL,
         )]

@@ -16,11 +16,11 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import TOOL_LOOP
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals, call_key, short
+from otel_agentguard.probes import NO_CALL, Alert, SessionTotals, call_digest, short
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "cut this action branch: tell the model not to retry it, switch strategy or hand over to a human"
@@ -28,34 +28,36 @@ DISPOSAL = "cut this action branch: tell the model not to retry it, switch strat
 
 class ToolLoop:
     name = TOOL_LOOP
-    __slots__ = ("_window", "_threshold", "_recent", "_counts", "_fired")
+    __slots__ = ("_window", "_threshold", "_calls", "_sequences", "_fired")
 
     def __init__(self, profile: Profile, policy: Policy):
         self._window = profile.window
         self._threshold = profile.repeat_threshold
-        self._recent: deque[tuple[object, int]] = deque()
-        self._counts: dict[object, int] = {}
+        # The last ``window`` tool steps as two rings of machine words (call digest, sequence),
+        # made at the first tool step: a session of model calls alone never pays for them.
+        self._calls: array[int] | None = None
+        self._sequences: array[int] = _EMPTY
         self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         if step.kind != TOOL or self._fired:
             return None
-        key = call_key(step)
-        self._recent.append((key, step.sequence))
-        if key is not None:
-            self._counts[key] = self._counts.get(key, 0) + 1
-        if len(self._recent) > self._window:
-            old, _ = self._recent.popleft()
-            if old is not None:
-                left = self._counts[old] - 1
-                if left:
-                    self._counts[old] = left
-                else:
-                    del self._counts[old]
-        if key is None or self._counts[key] < self._threshold:
+        key = call_digest(step)
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = array("q")
+            self._sequences = array("q")
+        sequences = self._sequences
+        calls.append(key)
+        sequences.append(step.sequence)
+        if len(calls) > self._window:
+            del calls[0]
+            del sequences[0]
+        # Counting in the window is a scan of a few machine words, cheaper than keeping a dict.
+        if key == NO_CALL or calls.count(key) < self._threshold:
             return None
         self._fired = True
-        evidence = tuple(seq for k, seq in self._recent if k == key)
+        evidence = tuple(sequence for call, sequence in zip(calls, sequences, strict=True) if call == key)
         return [Alert(
             probe=TOOL_LOOP,
             sequence=step.sequence,
@@ -68,3 +70,6 @@ class ToolLoop:
             ),
             disposal=DISPOSAL,
         )]
+
+
+_EMPTY: array[int] = array("q")  # never written: stands in until the first tool step
