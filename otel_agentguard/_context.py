@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from opentelemetry import context
 
-_SESSION_KEY = context.create_key("agentguard-session")
+SESSION_KEY = context.create_key("agentguard-session")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +22,9 @@ class SessionContext:
 
 
 def current_session(parent: context.Context | None = None) -> SessionContext | None:
-    value = context.get_value(_SESSION_KEY, parent)
+    value = context.get_value(SESSION_KEY, parent)
     return value if isinstance(value, SessionContext) else None
 
 
 def with_session(session: SessionContext, parent: context.Context | None = None) -> context.Context:
-    return context.set_value(_SESSION_KEY, session, parent)
+    return context.set_value(SESSION_KEY, session, parent)

@@ -23,6 +23,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.fingerprint import is_empty
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
+from otel_agentguard.session_resolution import named_session
 from otel_agentguard.tool_calls import requested_call_count
 
 TOOL = "tool"
@@ -72,6 +73,16 @@ class Step:
         return self.input_tokens + self.output_tokens
 
 
+# The session a span names itself (kept here too: replay reads steps and sessions together).
+explicit_session = named_session
+
+
+#: Every attribute :func:`step_kind` reads: a span with none of them is no step.
+STEP_KIND_ATTRIBUTES = (
+    A.GEN_AI_OPERATION_NAME, "traceloop.span.kind", "openinference.span.kind", "llm.request.type", "ai.operationId",
+)
+
+
 def step_kind(attrs: Mapping[str, Any]) -> str | None:
     """TOOL, MODEL or None, from the attributes alone (cheap: called per span)."""
     operation = attrs.get(A.GEN_AI_OPERATION_NAME)
@@ -102,16 +113,6 @@ def nested_step(kind: str, attrs: Mapping[str, Any], parent_kind: str | None, pa
     if kind == MODEL:
         return True
     return tool_name(attrs, "") == tool_name(parent_attrs, "")
-
-
-def explicit_session(attrs: Mapping[str, Any]) -> str | None:
-    """The session a span names itself: agentguard.session.id, gen_ai.conversation.id, session.id,
-    OpenLLMetry's session association property."""
-    for key in (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID):
-        value = attrs.get(key)
-        if value:
-            return str(value)
-    return None
 
 
 def step_from_attributes(

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from otel_agentguard import attributes as A
 from otel_agentguard.derived import DerivedTools
+from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.policy import Policy
 from otel_agentguard.steps import Step
 
@@ -48,6 +49,7 @@ def with_derived_steps(
     numbers: dict[int, int] = {}
     derived = DerivedTools(session_id, policy)
     derived_run: Hashable = None
+    last_response: str | None = None
     result: list[tuple[Hashable, StepSpan | None, Step]] = []
     for _, is_start, order in events:
         run, span = members[order]
@@ -60,6 +62,9 @@ def with_derived_steps(
             continue
         if derived and run != derived_run:  # live, the run that asked ended and flushed them
             result.extend((derived_run, None, step) for step in derived.flush())
+        repeated, last_response = same_response(span.kind, span.attrs, last_response)
+        if repeated:  # the same model call seen a second time: no step, as live
+            continue
         step = build(span, numbers[order])
         released, _ = derived.on_step(
             span.kind, span.attrs, span_name=span.name, start_ns=span.start_ns, end_ns=span.end_ns,

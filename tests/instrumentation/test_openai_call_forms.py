@@ -339,7 +339,8 @@ ENDED_UNSEEN = {
                                          "chat_raw_stream_parsed", "achat_raw_stream_parsed")),
 }
 # OpenLLMetry 0.62 opens its Responses API span only after the call has returned: no span is
-# open for ours to enrich, so each such call has two model spans.
+# open for ours to enrich, so each such call has two model spans (judged as one step: see the
+# last test of this module).
 SPAN_OPENED_AFTER_THE_CALL = {("openllmetry", form) for form in (
     "responses_create", "responses_stream_consumed", "responses_stream_partly_then_closed", "responses_raw_parsed",
     "responses_stream_helper", "aresponses_create", "aresponses_stream_consumed", "aresponses_stream_helper")}
@@ -385,3 +386,37 @@ def test_async_call_makes_one_span_and_restores_the_context(companion, order, fo
         return run_async(companion, chosen, form)
 
     check(outcome_or_skip(companion, run, order), companion, lambda: run(None), form)
+
+
+# --- one call, two spans, one step -------------------------------------------------------------
+@pytest.mark.parametrize("call", [responses_create, responses_stream_consumed], ids=_name)
+def test_a_call_the_other_instrumentation_traced_after_the_fact_is_one_model_step(order, call, tmp_path):
+    """OpenLLMetry opens its Responses API span after the call returned, beside ours: two spans
+    report the same response. The judge counts the call once, live and on replay."""
+    from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
+    from otel_agentguard.replay import replay_files
+
+    script = turns(Turn.answer("Looking.", input_tokens=50, output_tokens=7), ANSWER)
+    with instrumented("openllmetry", order) as tracing, ScriptedModelServer(script) as server:
+        client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+        with tracing.session("twice") as session:
+            call(client)
+            call(client)
+        spans = tracing.spans()
+
+    reported = [s.attributes.get(A.GEN_AI_RESPONSE_ID) for s in spans if s in model_spans_of(spans)]
+    assert len(reported) == 4 and len(set(reported)) == 2  # each response reported by two spans
+    assert session.verdict is not None
+    assert session.verdict.model_calls == 2
+    assert session.verdict.tokens == 2 * (50 + 7)
+
+    exporter = OTLPJsonLinesSpanExporter(str(tmp_path / "trace.jsonl"))
+    exporter.export(list(spans))
+    exporter.shutdown()
+    ((_, replayed),) = replay_files([tmp_path / "trace.jsonl"], tracing.processor.policy)
+    assert (replayed.model_calls, replayed.tokens, replayed.stop_reason) == (
+        2, session.verdict.tokens, session.verdict.stop_reason)
+
+
+def model_spans_of(spans: Any) -> list[Any]:
+    return [s for s in spans if (s.attributes or {}).get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS]

@@ -17,10 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import baggage
-
 from otel_agentguard import attributes as A
-from otel_agentguard._context import current_session
+from otel_agentguard.session_resolution import baggage_session, enclosing_session
 
 _THREAD_KEY = "thread_id"
 
@@ -47,7 +45,7 @@ def thread_id(*sources: Any) -> str | None:
 
 def session_attributes(thread: str | None) -> dict[str, Any]:
     """The attributes naming ``thread`` as the session, unless the application chose one."""
-    if not thread or current_session() is not None or _baggage_session():
+    if not thread or enclosing_session() is not None or baggage_session() is not None:
         return {}
     return {A.GEN_AI_CONVERSATION_ID: thread, A.SESSION_ID: thread}
 
@@ -68,6 +66,3 @@ def _from_source(source: Any) -> str | None:
                 return str(value)
     return None
 
-
-def _baggage_session() -> bool:
-    return any(baggage.get_baggage(key) for key in (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID))

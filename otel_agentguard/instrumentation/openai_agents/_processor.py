@@ -46,18 +46,18 @@ from agents.tracing import (
     TracingProcessor,
     get_current_trace,
 )
-from opentelemetry import baggage, context, trace
+from opentelemetry import context, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges, _registry
 from otel_agentguard import attributes as A
-from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._model_call import response_attributes
 from otel_agentguard.instrumentation.openai_agents import _extract
+from otel_agentguard.session_resolution import baggage_session, enclosing_session
 
 logger = logging.getLogger(__name__)
 
@@ -165,11 +165,11 @@ class GuardTracingProcessor(TracingProcessor):
         if not trace_id:
             return
         parent = context.get_current()
-        if current_session(parent) is not None:
+        if enclosing_session(parent) is not None:
             run = _Run(None, None, parent)  # steps join the active ag.session(); it owns the verdict
         else:
             group_id = getattr(sdk_trace, "group_id", None)
-            session_id = str(group_id or _baggage_session(parent) or trace_id)
+            session_id = str(group_id or baggage_session(parent) or trace_id)
             attributes: dict[str, Any] = {A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.SESSION_ID: session_id}
             if group_id:
                 attributes[A.GEN_AI_CONVERSATION_ID] = str(group_id)
@@ -214,13 +214,13 @@ class GuardTracingProcessor(TracingProcessor):
         if run is not None:
             return run
         parent = context.get_current()
-        if current_session(parent) is not None:
+        if enclosing_session(parent) is not None:
             run = _Run(None, None, parent)
         else:
             current = get_current_trace()
             group_id = getattr(current, "group_id", None) if getattr(current, "trace_id", None) == trace_id else None
             # No session span: the processor ends this session at its final answer.
-            run = _Run(str(group_id or _baggage_session(parent) or trace_id), None, parent)
+            run = _Run(str(group_id or baggage_session(parent) or trace_id), None, parent)
         with self._lock:
             run = self._runs.setdefault(trace_id, run)
             while len(self._runs) > _MAX_OPEN_TRACES:
@@ -408,13 +408,6 @@ def _detach(token: Token[Context] | None, span: Span) -> None:
         return
     context.detach(token)
 
-
-def _baggage_session(ctx: context.Context) -> str | None:
-    for key in (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID):
-        value = baggage.get_baggage(key, ctx)
-        if value:
-            return str(value)
-    return None
 
 
 def _json(value: Any) -> str:

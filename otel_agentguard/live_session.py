@@ -1,0 +1,66 @@
+"""One agent session being judged live: its judge, its numbering and its open session span."""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import SpanContext
+
+from otel_agentguard._enforce import Enforcer
+from otel_agentguard.derived import DerivedTools
+from otel_agentguard.judge import SequenceBuffer, SessionJudge
+from otel_agentguard.probes import Alert
+
+
+class SequenceCounter:
+    """A session's sequence numbers; the counter outlives the session so a reused id keeps counting."""
+
+    __slots__ = ("_lock", "last")
+
+    def __init__(self, last: int = 0):
+        self._lock = threading.Lock()
+        self.last = last
+
+    def next(self) -> int:
+        with self._lock:
+            self.last += 1
+            return self.last
+
+
+class LiveSession:
+    """A live session. Its ``lock`` guards the judge, the buffer and the span writes."""
+
+    __slots__ = (
+        "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
+        "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit", "last_response_id",
+    )
+
+    def __init__(self, session_id: str, judge: SessionJudge, sequence: SequenceCounter, enforcer: Enforcer | None,
+                 implicit: bool = False):
+        self.session_id = session_id
+        self.implicit = implicit  # no session id anywhere: the trace stands in for the session
+        self.lock = threading.Lock()
+        self.judge = judge
+        self.sequence = sequence
+        self.first_sequence = sequence.last + 1
+        self.buffer = SequenceBuffer(first=self.first_sequence)
+        self.session_span: Span | None = None
+        self.last_context: SpanContext | None = None  # where a verdict span is parented
+        self.pending_alerts: list[Alert] = []  # for the verdict span when no session span is open
+        self.ended = False
+        self.enforcer = enforcer  # None in observe mode
+        self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured
+        self.derived = DerivedTools(session_id, judge.policy)  # tool calls only a model span recorded
+        self.last_response_id: str | None = None  # of the last model step: a second span of it is no step
+
+    def span_open(self) -> bool:
+        return self.session_span is not None and self.session_span.is_recording()
+
+    def is_session_span(self, span: ReadableSpan) -> bool:
+        own = self.session_span
+        context = span.get_span_context()
+        return own is not None and context is not None and own.get_span_context().span_id == context.span_id
+
+    def stop_pending(self) -> bool:
+        return self.enforcer is not None and self.enforcer.pending_stop is not None

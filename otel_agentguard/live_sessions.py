@@ -1,0 +1,194 @@
+"""The live sessions of one guard: opening them, judging their steps, ending them.
+
+Steps arrive as their spans end, in any order and from any thread; each
+session's :class:`~otel_agentguard.judge.SequenceBuffer` puts them back in
+sequence order before its judge sees them. A session ends at its session
+span's end, at its final answer when it has no session span, when it is
+evicted (idle, or the store is full) and at shutdown; its verdict is written
+once, by :mod:`otel_agentguard.verdict_writer`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard._enforce import Enforcer
+from otel_agentguard._store import SessionStore
+from otel_agentguard.duplicate_spans import same_response
+from otel_agentguard.judge import SessionJudge, Verdict
+from otel_agentguard.live_session import LiveSession, SequenceCounter
+from otel_agentguard.metrics import GuardMetrics
+from otel_agentguard.policy import Policy
+from otel_agentguard.probes import Alert
+from otel_agentguard.session_resolution import enclosing_session
+from otel_agentguard.steps import Step
+from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
+
+_MAX_REMEMBERED_COUNTERS = 10_000
+
+
+class LiveSessions:
+    """The sessions one processor judges, bounded by ``max_sessions`` and ``idle_timeout_s``."""
+
+    def __init__(self, policy: Policy, enforcing: bool, verdicts: VerdictWriter, metrics: GuardMetrics,
+                 max_sessions: int, idle_timeout_s: float):
+        self.policy = policy
+        self._enforcing = enforcing
+        self._verdicts = verdicts
+        self._metrics = metrics
+        self._limits = (max_sessions, idle_timeout_s)
+        self.store = self._new_store()
+        # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
+        self._counters: OrderedDict[str, SequenceCounter] = OrderedDict()
+        self._counters_lock = threading.Lock()
+
+    def _new_store(self) -> SessionStore[LiveSession]:
+        max_sessions, idle_timeout_s = self._limits
+        return SessionStore(self._evicted, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                            pinned=LiveSession.span_open)
+
+    def after_fork(self) -> None:
+        """In a forked child: no live sessions (they run in the parent), fresh locks."""
+        self.store = self._new_store()
+        self._counters = OrderedDict()
+        self._counters_lock = threading.Lock()
+
+    def get(self, session_id: str) -> LiveSession | None:
+        return self.store.get(session_id)
+
+    def open(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
+             implicit: bool) -> LiveSession:
+        """The live session ``session_id``, opened now if it is not live yet."""
+        return self.store.get_or_create(
+            session_id, lambda: self._new_session(session_id, attrs, parent_context, start_ns, implicit))
+
+    def _new_session(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
+                     implicit: bool) -> LiveSession:
+        enclosing = enclosing_session(parent_context)
+        profile = attrs.get(A.PROFILE) or (enclosing.profile if enclosing else None)
+        task_type = attrs.get(A.TASK_TYPE) or (enclosing.task_type if enclosing else None)
+        chosen = self.policy.resolve_profile(profile, task_type)
+        with self._counters_lock:
+            sequence = self._counters.pop(session_id, None) or SequenceCounter()
+        enforcer = Enforcer(self.policy.escalation) if self._enforcing else None
+        judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns)
+        return LiveSession(session_id, judge, sequence, enforcer, implicit)
+
+    # --- steps ---------------------------------------------------------------------------------
+    def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
+                   span: ReadableSpan) -> None:
+        """A step span ended: derive what it implies, release what is in order, judge it."""
+        with session.lock:
+            repeated, session.last_response_id = same_response(kind, attrs, session.last_response_id)
+            if repeated:  # the same model call seen a second time
+                released = session.buffer.skip(step.sequence)
+            else:
+                session.last_context = span.get_span_context()
+                released = self._derive(session, kind, attrs, span)
+                released.extend(session.buffer.push(step))
+        self.judge(session, released)
+
+    def skip(self, session: LiveSession, sequence: int) -> None:
+        """A numbered span that is no step after all (or whose step was lost): fill its place."""
+        with session.lock:
+            released = session.buffer.skip(sequence)
+        self.judge(session, released)
+
+    def _derive(self, session: LiveSession, kind: str, attrs: Mapping[str, Any], span: ReadableSpan) -> list[Step]:
+        """Tool steps only a model span recorded, released in order (under the session lock)."""
+        released: list[Step] = []
+        try:
+            derived, unused = session.derived.on_step(
+                kind, attrs, span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
+                next_sequence=session.sequence.next,
+            )
+        except Exception as exc:  # deliberate: lose the derived steps, not the span's own step
+            _internal_errors.report("processor.derived", exc)
+            return released
+        for sequence in unused:
+            released.extend(session.buffer.skip(sequence))
+        for step in derived:
+            released.extend(session.buffer.push(step))
+        return released
+
+    def judge(self, session: LiveSession, steps: list[Step]) -> None:
+        if not steps:
+            return
+        final = False
+        with session.lock:
+            if session.ended:
+                return
+            raised = []
+            for step in steps:
+                found = session.judge.observe(step)
+                if session.enforcer is not None:
+                    session.enforcer.on_step(step)
+                    for alert in found:
+                        session.enforcer.on_alert(alert)
+                raised.extend(found)
+                final = final or step.final
+            write_alerts(session, raised)
+        self.count(raised, session.judge.profile.name)
+        if final and session.session_span is None and not session.stop_pending():
+            # Without a session span, the final answer is where the session ends (unless
+            # the guard is about to refuse that answer: the stop ends it then).
+            self.close(session)
+
+    def count(self, alerts: list[Alert], profile: str) -> None:
+        for alert in alerts:
+            self._metrics.stall(alert, profile)
+
+    # --- ending --------------------------------------------------------------------------------
+    def close(self, session: LiveSession, *, error: bool = False) -> Verdict | None:
+        """End a live session now (its session span ends, or its final answer came)."""
+        if self.store.pop(session.session_id) is not session:
+            return None  # already ended (or never live)
+        return self.end(session, error=error)
+
+    def end_all(self) -> None:
+        for session in self.store.drain():
+            self.end(session, unfinished=True)
+
+    def _evicted(self, session: LiveSession) -> None:
+        try:
+            self.end(session, unfinished=True)
+        except Exception as exc:  # deliberate
+            _internal_errors.report("processor.evict", exc)
+
+    def end(self, session: LiveSession, *, error: bool = False, unfinished: bool = False) -> Verdict | None:
+        """End a session (already out of the store): judge what is buffered, write the verdict.
+
+        ``unfinished`` (evicted or shut down): a probe's finding or the finish tool
+        still names the stop reason; otherwise the session is ``abandoned``.
+        """
+        with session.lock:
+            if session.ended:
+                return None
+            session.ended = True
+            raised = []
+            waiting = [s for step in session.derived.flush() for s in session.buffer.push(step)]
+            for step in waiting + session.buffer.drain():
+                raised.extend(session.judge.observe(step))
+            verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
+                                           unfinished=unfinished)
+            span = session.session_span
+            on_span = span is not None and span.is_recording()
+            if on_span:
+                self._verdicts.on_session_span(span, verdict, raised)
+        self.count(raised, verdict.profile)
+        if not on_span and wants_verdict_span(session, verdict):
+            self._verdicts.verdict_span(session, verdict, session.pending_alerts + raised)
+        self._metrics.session_ended(verdict)
+        with self._counters_lock:
+            self._counters[session.session_id] = session.sequence
+            if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
+                self._counters.popitem(last=False)
+        return verdict

@@ -1,0 +1,125 @@
+"""Which session a span or a call belongs to: one answer, used everywhere.
+
+A span names its session itself (``agentguard.session.id``,
+``gen_ai.conversation.id``, ``session.id``, OpenLLMetry's association
+property), or takes it from its context, in this order:
+
+1. the session of an enclosing :func:`otel_agentguard.session` (kept in the
+   OpenTelemetry context, so it follows asyncio tasks and copied contexts);
+2. a session id in OpenTelemetry baggage (``session.id`` or
+   ``gen_ai.conversation.id``: it crosses process boundaries);
+3. the session stamped on the parent span when it started.
+
+A step span with no session anywhere is judged in its trace's session
+(``implicit``). The span processor, the enforcement hooks and the framework
+instrumentations all ask here, so they never disagree.
+
+Hot path: every span of the service passes through :func:`session_in_context`,
+so it reads the context as the dict it is, with the keys the API itself uses
+(found once, through the public API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import baggage, trace
+from opentelemetry import context as context_api
+from opentelemetry.context import Context
+
+from otel_agentguard import attributes as A
+from otel_agentguard._context import SESSION_KEY, SessionContext
+
+#: Attributes by which a span names its session, most specific first.
+SESSION_ATTRIBUTES = (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID)
+#: Baggage entries that carry a session id across processes.
+SESSION_BAGGAGE = (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID)
+
+
+def _context_key(context: Context) -> str:
+    """The one key a fresh context gained: how the API stores its value (no private import)."""
+    (key,) = context.keys()
+    return key
+
+
+_SPAN_KEY = _context_key(trace.set_span_in_context(trace.INVALID_SPAN, Context()))
+_BAGGAGE_KEY = _context_key(baggage.set_baggage("k", "v", Context()))
+
+
+def named_session(attrs: Mapping[str, Any]) -> str | None:
+    """The session a span names itself."""
+    for key in SESSION_ATTRIBUTES:
+        value = attrs.get(key)
+        if value:
+            return str(value)
+    return None
+
+
+def session_in_context(ctx: Context | None = None) -> str | None:
+    """The session id the context carries (enclosing session, baggage, parent span), or None."""
+    if ctx is None:
+        ctx = context_api.get_current()
+    enclosing = ctx.get(SESSION_KEY)
+    if enclosing is not None:
+        return enclosing.session_id  # type: ignore[no-any-return,attr-defined]  # only SessionContext is stored
+    carried = ctx.get(_BAGGAGE_KEY)
+    if carried:
+        found = _session_in_baggage(carried)  # type: ignore[arg-type]  # the API stores a mapping
+        if found is not None:
+            return found
+    parent = ctx.get(_SPAN_KEY)
+    if parent is not None:
+        return stamped_session(parent)
+    return None
+
+
+def enclosing_session(ctx: Context | None = None) -> SessionContext | None:
+    """The :func:`otel_agentguard.session` the context is inside (its profile and task type too)."""
+    value = (ctx if ctx is not None else context_api.get_current()).get(SESSION_KEY)
+    return value if isinstance(value, SessionContext) else None
+
+
+def baggage_session(ctx: Context | None = None) -> str | None:
+    """A session id in the context's baggage (default: the current context)."""
+    return _session_in_baggage(baggage.get_all(ctx))
+
+
+def _session_in_baggage(entries: Mapping[str, object]) -> str | None:
+    for key in SESSION_BAGGAGE:
+        value = entries.get(key)
+        if value:
+            return str(value)
+    return None
+
+
+def stamped_session(span: Any) -> str | None:
+    """The session the guard stamped on ``span`` when it started, if any."""
+    value = span_attributes(span).get(A.SESSION_ID)
+    return str(value) if value else None
+
+
+def session_of_current_call(ctx: Context | None = None) -> str | None:
+    """The session a call made now is judged in: the context's, else the current trace's."""
+    if ctx is None:
+        ctx = context_api.get_current()
+    found = session_in_context(ctx)
+    if found is not None:
+        return found
+    span_context = trace.get_current_span(ctx).get_span_context()
+    return trace.format_trace_id(span_context.trace_id) if span_context.is_valid else None
+
+
+def span_attributes(span: Any) -> Mapping[str, Any]:
+    """A span's attributes, read cheaply.
+
+    ``span.attributes`` of an SDK span is a ``MappingProxyType`` over a
+    ``BoundedAttributes``, whose every ``get`` runs three Python frames; the
+    processor reads a dozen attributes per span. The SDK keeps them in a plain
+    dict (``_attributes._dict``) that is read here directly when present (reading
+    a dict is atomic under the GIL); any other span falls back to the public API.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(inner) is dict:
+        return inner
+    return getattr(span, "attributes", None) or {}
