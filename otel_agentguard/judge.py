@@ -10,13 +10,14 @@ puts them back in order with a :class:`SequenceBuffer` first.
 from __future__ import annotations
 
 import heapq
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, Probe, SessionTotals, all_probes
+from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
 
 
@@ -87,8 +88,8 @@ class SessionJudge:
     """Judges one session, step by step. Not thread-safe: the caller serialises."""
 
     __slots__ = (
-        "session_id", "policy", "profile", "totals", "alerts", "_last", "_probes", "_labels", "_last_end_ns",
-        "_last_sequence",
+        "session_id", "policy", "profile", "totals", "_alerts", "_last", "_shared", "_own", "_keep_calls",
+        "_labels", "_last_end_ns", "_last_sequence",
     )
 
     def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0):
@@ -96,42 +97,59 @@ class SessionJudge:
         self.policy = policy
         self.profile = profile or policy.resolve_profile()
         self.totals = SessionTotals(start_ns)
-        self.alerts: list[Alert] = []
+        self._alerts: list[Alert] | None = None  # made at the first alert
         # The last actions, flat (sequence, kind, name, failed, sequence, ...): a step is not
         # kept alive for a breakpoint that only names it.
         self._last: list[object] = []
-        disabled = self.profile.disabled_probes
-        self._probes: list[Probe] = [
-            factory(self.profile, policy) for factory in all_probes() if factory.name not in disabled
-        ]
+        # The probes are shared by every session of this profile; a session gets a list of
+        # its own only when one of them fails here (and is dropped for this session).
+        self._shared, self._keep_calls = _probes_for(self.profile, policy)
+        self._own: list[Probe] | None = None
         self._labels: dict[int, str] | None = None
         self._last_end_ns = start_ns
         self._last_sequence = 0
+
+    @property
+    def alerts(self) -> list[Alert]:
+        """Every alert of the session so far, in the order raised."""
+        if self._alerts is None:
+            self._alerts = []
+        return self._alerts
+
+    @property
+    def _probes(self) -> list[Probe]:
+        """This session's own list of probes (made on first use)."""
+        if self._own is None:
+            self._own = list(self._shared)
+        return self._own
 
     def observe(self, step: Step) -> list[Alert]:
         """Account for one step (in sequence order) and return the alerts it raised."""
         self._account(step)
         raised: list[Alert] = []
-        for probe in tuple(self._probes):
+        totals = self.totals
+        for probe in self._shared if self._own is None else tuple(self._own):
             try:
-                found = probe.observe(step, self.totals)
+                found = probe.observe(step, totals)
             except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
                 self._probes.remove(probe)
                 _internal_errors.report(f"probe.{probe.name}", exc)
                 continue
             if found:
                 raised.extend(found)
-        self.alerts.extend(raised)
+        if raised:
+            self.alerts.extend(raised)
         return raised
 
     def observe_early(self, probe_name: str, step: Step) -> list[Alert]:
         """Run one probe on a step before the step itself is judged (enforce mode cutting a
         stream inside a span another instrumentation ends later). Probes raise an alert once,
         so judging the step later raises no second one."""
-        for probe in self._probes:
+        for probe in self._shared if self._own is None else self._own:
             if probe.name == probe_name:
                 found = probe.observe(step, self.totals) or []
-                self.alerts.extend(found)
+                if found:
+                    self.alerts.extend(found)
                 return found
         return []
 
@@ -147,6 +165,7 @@ class SessionJudge:
         elif step.kind == MODEL:
             totals.cost_usd += self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
         if step.kind == TOOL:
+            totals.remember_call(step, self._keep_calls)
             totals.steps += 1
             totals.open_tool_calls = max(totals.open_tool_calls - 1, 0)
             if not step.failed and step.empty is False:
@@ -191,7 +210,7 @@ class SessionJudge:
         return Verdict(
             session_id=self.session_id,
             stop_reason=choose_stop_reason(
-                self.alerts,
+                self._alerts or (),
                 interrupt=interrupt,
                 error=error,
                 explicit_finish=totals.finished_explicitly,
@@ -204,9 +223,32 @@ class SessionJudge:
             cost_usd=totals.cost_usd,
             model_calls=totals.model_calls,
             duration_s=max(end - totals.start_ns, 0) / 1e9 if totals.start_ns else 0.0,
-            alerts=tuple(self.alerts),
+            alerts=tuple(self._alerts or ()),
             labels=dict(self._labels or {}),
         )
+
+
+_SHARED_PROBES_MAX = 64
+_shared_probes_lock = threading.Lock()
+_shared_probes: dict[tuple[int, int, tuple[ProbeFactory, ...]], tuple[Policy, Profile, tuple[Probe, ...], int]] = {}
+
+
+def _probes_for(profile: Profile, policy: Policy) -> tuple[tuple[Probe, ...], int]:
+    """The probes of a profile, built once and shared by its sessions (they keep no session
+    state of their own), and how many of the last tool calls they read."""
+    factories = all_probes()
+    key = (id(profile), id(policy), factories)
+    found = _shared_probes.get(key)
+    if found is not None and found[0] is policy and found[1] is profile:
+        return found[2], found[3]
+    disabled = profile.disabled_probes
+    probes = tuple(factory(profile, policy) for factory in factories if factory.name not in disabled)
+    keep = max(profile.window, LONGEST_CYCLE * profile.cycle_repeats)
+    with _shared_probes_lock:  # sessions start on any thread
+        if len(_shared_probes) >= _SHARED_PROBES_MAX:
+            _shared_probes.pop(next(iter(_shared_probes)))  # the oldest: a profile no longer judged with
+        _shared_probes[key] = (policy, profile, probes, keep)
+    return probes, keep
 
 
 class SequenceBuffer:

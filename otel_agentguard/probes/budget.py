@@ -16,11 +16,9 @@ Options:
 
 from __future__ import annotations
 
-import functools
-
 from otel_agentguard.attributes import BUDGET_EXCEEDED
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import BUDGET_FIRED_SHIFT, Alert, SessionTotals
 from otel_agentguard.steps import Step
 
 DISPOSAL = "force a terminal state: return what is done as incomplete; do not extend the budget"
@@ -28,20 +26,25 @@ DISPOSAL = "force a terminal state: return what is done as incomplete; do not ex
 
 class BudgetExceeded:
     name = BUDGET_EXCEEDED
-    __slots__ = ("_limits", "_fired")
+    __slots__ = ("_limits",)
 
     def __init__(self, profile: Profile, policy: Policy):
-        self._limits = _limits(profile)
-        self._fired = 0  # one bit per entry of _limits: each kind is raised once
+        self._limits = tuple((kind, limit, 1 << (BUDGET_FIRED_SHIFT + index)) for index, (kind, limit) in enumerate((
+            ("steps", profile.max_steps),
+            ("tokens", profile.max_tokens),
+            ("cost", profile.max_cost_usd),
+            ("wall_time", profile.max_wall_time_s),
+            ("model_calls", profile.max_model_calls),
+        )) if limit is not None)
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         alerts = None
-        for index, (kind, limit) in enumerate(self._limits):
-            if self._fired >> index & 1:
+        for kind, limit, fired in self._limits:
+            if totals.fired & fired:
                 continue
             used = used_budget(kind, step, totals)
             if used > limit:
-                self._fired |= 1 << index
+                totals.fired |= fired
                 alerts = alerts or []
                 alerts.append(Alert(
                     probe=BUDGET_EXCEEDED,
@@ -52,26 +55,6 @@ class BudgetExceeded:
                     budget_kind=kind,
                 ))
         return alerts
-
-
-def _limits(profile: Profile) -> tuple[tuple[str, float], ...]:
-    """The profile's budgets that are set, built once per profile and shared by its sessions."""
-    try:
-        return _limits_of(profile)
-    except TypeError:  # a profile that cannot be hashed: built for this session alone
-        return _limits_of.__wrapped__(profile)
-
-
-@functools.lru_cache(maxsize=256)
-def _limits_of(profile: Profile) -> tuple[tuple[str, float], ...]:
-    limits = {
-        "steps": profile.max_steps,
-        "tokens": profile.max_tokens,
-        "cost": profile.max_cost_usd,
-        "wall_time": profile.max_wall_time_s,
-        "model_calls": profile.max_model_calls,
-    }
-    return tuple((kind, limit) for kind, limit in limits.items() if limit is not None)
 
 
 def used_budget(kind: str, step: Step, totals: SessionTotals) -> float:

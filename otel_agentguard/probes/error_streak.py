@@ -20,7 +20,7 @@ from array import array
 
 from otel_agentguard.attributes import ERROR_STREAK
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import ERROR_STREAK_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user what failed"
@@ -28,35 +28,30 @@ DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user
 
 class ErrorStreak:
     name = ERROR_STREAK
-    __slots__ = ("_threshold", "_streak", "_failures", "_fired")
+    __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.error_streak
-        self._streak: array[int] | None = None  # sequences of the streak, made at its first step
-        self._failures = 0  # how many in the current streak failed (vs came back empty)
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & ERROR_STREAK_FIRED:
             return None
         if not step.failed and step.empty is None:
             return None
-        streak = self._streak
+        streak = totals.error_run
         if not step.failed and not step.empty:
             if streak:
                 del streak[:]
-            self._failures = 0
+            totals.error_failures = 0
             return None
         if streak is None:
-            streak = self._streak = array("q")
+            streak = totals.error_run = array("q")
         streak.append(step.sequence)
-        if len(streak) > self._threshold:
-            del streak[0]
-        self._failures += 1 if step.failed else 0
+        totals.error_failures += 1 if step.failed else 0
         if len(streak) < self._threshold:
             return None
-        self._fired = True
-        failed = min(self._failures, self._threshold)
+        totals.fired |= ERROR_STREAK_FIRED
+        failed = min(totals.error_failures, self._threshold)
         return [Alert(
             probe=ERROR_STREAK,
             sequence=step.sequence,

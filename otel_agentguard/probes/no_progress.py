@@ -21,7 +21,7 @@ from array import array
 
 from otel_agentguard.attributes import NO_PROGRESS
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import NO_PROGRESS_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "end the session and reclaim its context; escalate to a human or a stronger model"
@@ -30,26 +30,22 @@ _MAX_STATES = 4096  # bounded memory: the oldest states are forgotten first
 
 class NoProgress:
     name = NO_PROGRESS
-    __slots__ = ("_threshold", "_seen", "_run", "_fired")
+    __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.no_progress_steps
-        # Made at the first state / the first step of a run: most sessions of model calls never need them.
-        self._seen: dict[str, None] | None = None
-        self._run: array[int] | None = None  # sequences of the current run
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & NO_PROGRESS_FIRED:
             return None
         state = step.result_fingerprint
         if state is None and not step.failed:
             return None  # the result is unknown: no verdict either way
-        run = self._run
+        run = totals.no_progress_run
         if not step.failed and state is not None:
-            seen = self._seen
+            seen = totals.states_seen
             if seen is None:
-                seen = self._seen = {}
+                seen = totals.states_seen = {}
             if state not in seen:
                 seen[state] = None
                 if len(seen) > _MAX_STATES:
@@ -58,13 +54,11 @@ class NoProgress:
                     del run[:]
                 return None
         if run is None:
-            run = self._run = array("q")
+            run = totals.no_progress_run = array("q")
         run.append(step.sequence)
-        if len(run) > self._threshold:
-            del run[0]
         if len(run) < self._threshold:
             return None
-        self._fired = True
+        totals.fired |= NO_PROGRESS_FIRED
         return [Alert(
             probe=NO_PROGRESS,
             sequence=step.sequence,

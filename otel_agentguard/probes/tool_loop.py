@@ -16,11 +16,9 @@ Options:
 
 from __future__ import annotations
 
-from array import array
-
 from otel_agentguard.attributes import TOOL_LOOP
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import NO_CALL, Alert, SessionTotals, call_digest, short
+from otel_agentguard.probes import NO_CALL, TOOL_LOOP_FIRED, Alert, SessionTotals, short
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "cut this action branch: tell the model not to retry it, switch strategy or hand over to a human"
@@ -28,36 +26,25 @@ DISPOSAL = "cut this action branch: tell the model not to retry it, switch strat
 
 class ToolLoop:
     name = TOOL_LOOP
-    __slots__ = ("_window", "_threshold", "_calls", "_sequences", "_fired")
+    __slots__ = ("_window", "_threshold")
 
     def __init__(self, profile: Profile, policy: Policy):
         self._window = profile.window
         self._threshold = profile.repeat_threshold
-        # The last ``window`` tool steps as two rings of machine words (call digest, sequence),
-        # made at the first tool step: a session of model calls alone never pays for them.
-        self._calls: array[int] | None = None
-        self._sequences: array[int] = _EMPTY
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & TOOL_LOOP_FIRED:
             return None
-        key = call_digest(step)
-        calls = self._calls
-        if calls is None:
-            calls = self._calls = array("q")
-            self._sequences = array("q")
-        sequences = self._sequences
-        calls.append(key)
-        sequences.append(step.sequence)
-        if len(calls) > self._window:
-            del calls[0]
-            del sequences[0]
-        # Counting in the window is a scan of a few machine words, cheaper than keeping a dict.
-        if key == NO_CALL or calls.count(key) < self._threshold:
+        # The judge keeps the session's last calls (this one included) as call digests:
+        # counting in the window is a scan of a few machine words.
+        calls = totals.call_digests
+        key = calls[-1]
+        window = calls[-self._window:] if len(calls) > self._window else calls
+        if key == NO_CALL or window.count(key) < self._threshold:
             return None
-        self._fired = True
-        evidence = tuple(sequence for call, sequence in zip(calls, sequences, strict=True) if call == key)
+        totals.fired |= TOOL_LOOP_FIRED
+        sequences = totals.call_sequences[-len(window):]
+        evidence = tuple(sequence for call, sequence in zip(window, sequences, strict=True) if call == key)
         return [Alert(
             probe=TOOL_LOOP,
             sequence=step.sequence,
@@ -70,6 +57,3 @@ class ToolLoop:
             ),
             disposal=DISPOSAL,
         )]
-
-
-_EMPTY: array[int] = array("q")  # never written: stands in until the first tool step
