@@ -92,7 +92,10 @@ class SessionJudge:
         "_labels", "_last_end_ns", "_last_sequence",
     )
 
-    def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0):
+    def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0,
+                 last_actions: bool = True):
+        """``last_actions``: keep the last steps a breakpoint names (:attr:`last_steps`);
+        only a judge whose session can be stopped needs them."""
         self.session_id = session_id
         self.policy = policy
         self.profile = profile or policy.resolve_profile()
@@ -100,7 +103,7 @@ class SessionJudge:
         self._alerts: list[Alert] | None = None  # made at the first alert
         # The last actions, flat (sequence, kind, name, failed, sequence, ...): a step is not
         # kept alive for a breakpoint that only names it.
-        self._last: list[object] = []
+        self._last: list[object] | None = [] if last_actions else None
         # The probes are shared by every session of this profile; a session gets a list of
         # its own only when one of them fails here (and is dropped for this session).
         self._shared, self._keep_calls = _probes_for(self.profile, policy)
@@ -182,9 +185,10 @@ class SessionJudge:
                 totals.steps += 1
                 totals.final = True
         last = self._last
-        last += (step.sequence, step.kind, step.name, step.failed)
-        if len(last) > _LAST_ACTIONS * _ACTION_FIELDS:
-            del last[:_ACTION_FIELDS]
+        if last is not None:
+            last += (step.sequence, step.kind, step.name, step.failed)
+            if len(last) > _LAST_ACTIONS * _ACTION_FIELDS:
+                del last[:_ACTION_FIELDS]
         if step.label is not None:
             if self._labels is None:
                 self._labels = {}
@@ -192,8 +196,8 @@ class SessionJudge:
 
     @property
     def last_steps(self) -> list[LastAction]:
-        """The session's last steps (at most five), oldest first."""
-        last = self._last
+        """The session's last steps (at most five), oldest first; none when not kept."""
+        last = self._last or []
         return [LastAction(*last[at:at + _ACTION_FIELDS]) for at in range(0, len(last), _ACTION_FIELDS)]  # type: ignore[arg-type]
 
     @property
