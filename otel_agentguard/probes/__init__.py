@@ -53,7 +53,7 @@ class SessionTotals:
     __slots__ = (
         "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
         "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names",
-        "cycle_runs", "states_seen", "no_progress_run", "error_run", "error_failures",
+        "states_seen", "no_progress_run", "error_run", "error_failures",
     )
 
     def __init__(self, start_ns: int = 0):
@@ -74,7 +74,6 @@ class SessionTotals:
         self.call_digests: array[int] = _NO_WORDS
         self.call_sequences: array[int] = _NO_WORDS
         self.call_names: list[str] = _NO_NAMES
-        self.cycle_runs: list[int] | None = None  # cycle: per period, how long the calls equalled themselves shifted
         self.states_seen: dict[str, None] | None = None  # no_progress: result fingerprints seen
         self.no_progress_run: array[int] | None = None  # no_progress: sequences of the current run
         self.error_run: array[int] | None = None  # error_streak: sequences of the current streak

@@ -15,6 +15,8 @@ Options:
 
 from __future__ import annotations
 
+from array import array
+
 from otel_agentguard.attributes import CYCLE
 from otel_agentguard.policy import Policy, Profile
 from otel_agentguard.probes import CYCLE_FIRED, LONGEST_CYCLE, NO_CALL, Alert, SessionTotals
@@ -34,18 +36,11 @@ class Cycle:
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         if step.kind != TOOL or totals.fired & CYCLE_FIRED:
             return None
-        # The judge keeps the session's last calls, this one included, enough of them for
-        # the evidence of the longest period.
+        # The judge keeps the session's last calls, this one included: enough of them to
+        # see a period repeat and for its evidence.
         calls = totals.call_digests
-        key = calls[-1]
-        runs = totals.cycle_runs
-        if runs is None:
-            runs = totals.cycle_runs = [0] * len(PERIODS)
-        for index, period in enumerate(PERIODS):
-            same = key != NO_CALL and len(calls) > period and calls[-1 - period] == key
-            runs[index] = runs[index] + 1 if same else 0
-        for index, period in enumerate(PERIODS):
-            if runs[index] < period * (self._repeats - 1):
+        for period in PERIODS:
+            if _run(calls, period, period * (self._repeats - 1)) < period * (self._repeats - 1):
                 continue
             if not _primitive(calls[-period:].tolist()):
                 continue  # A A is tool_loop's case; A B A B is the period-2 cycle, reported as such
@@ -59,6 +54,17 @@ class Cycle:
                 disposal=DISPOSAL,
             )]
         return None
+
+
+def _run(calls: array[int], period: int, enough: int) -> int:
+    """How many of the last calls in a row equal the call ``period`` before them (up to
+    ``enough``): the calls have been equal to themselves shifted by ``period`` that long."""
+    run = 0
+    at = len(calls) - 1
+    while run < enough and at - period >= 0 and calls[at] != NO_CALL and calls[at] == calls[at - period]:
+        run += 1
+        at -= 1
+    return run
 
 
 def _primitive(block: list[int]) -> bool:
