@@ -43,13 +43,16 @@ class NoProgress:
             return None  # the result is unknown: no verdict either way
         run = totals.no_progress_run
         if not step.failed and state is not None:
+            # States seen, as 64-bit digests of their fingerprints (128-bit keyed hashes
+            # already): a scan of machine words, oldest first.
             seen = totals.states_seen
-            if seen is None:
-                seen = totals.states_seen = {}
-            if state not in seen:
-                seen[state] = None
+            digest = hash(state)
+            if seen is None or digest not in seen:
+                if seen is None:
+                    seen = totals.states_seen = array("q")
+                seen.append(digest)
                 if len(seen) > _MAX_STATES:
-                    del seen[next(iter(seen))]
+                    del seen[0]
                 if run:
                     del run[:]
                 return None
