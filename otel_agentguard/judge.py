@@ -103,7 +103,7 @@ class SessionJudge:
         self._alerts: list[Alert] | None = None  # made at the first alert
         # The last actions, flat (sequence, kind, name, failed, sequence, ...): a step is not
         # kept alive for a breakpoint that only names it.
-        self._last: list[object] | None = [] if last_actions else None
+        self._last: tuple[object, ...] | None = () if last_actions else None
         # The probes are shared by every session of this profile; a session gets a list of
         # its own only when one of them fails here (and is dropped for this session).
         self._shared, self._keep_calls = _probes_for(self.profile, policy)
@@ -185,10 +185,9 @@ class SessionJudge:
                 totals.steps += 1
                 totals.final = True
         last = self._last
-        if last is not None:
+        if last is not None:  # one exact-size tuple: a list would keep room to grow
             last += (step.sequence, step.kind, step.name, step.failed)
-            if len(last) > _LAST_ACTIONS * _ACTION_FIELDS:
-                del last[:_ACTION_FIELDS]
+            self._last = last[_ACTION_FIELDS:] if len(last) > _LAST_ACTIONS * _ACTION_FIELDS else last
         if step.label is not None:
             if self._labels is None:
                 self._labels = {}
@@ -197,7 +196,7 @@ class SessionJudge:
     @property
     def last_steps(self) -> list[LastAction]:
         """The session's last steps (at most five), oldest first; none when not kept."""
-        last = self._last or []
+        last = self._last or ()
         return [LastAction(*last[at:at + _ACTION_FIELDS]) for at in range(0, len(last), _ACTION_FIELDS)]  # type: ignore[arg-type]
 
     @property
