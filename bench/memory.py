@@ -2,7 +2,8 @@
 
 Run in a child process (``python -m bench.memory``) so each measurement starts clean.
 ``bytes per live session``: tracemalloc's growth after K sessions of 6 steps each stay
-live in the processor (spans exported and dropped, garbage collected), divided by K.
+live in the processor (spans exported and dropped, garbage collected), divided by K; each
+session's fingerprints are strings of its own, as in real traffic.
 ``stream``: sessions of one tool step each, named by ``agentguard.session.id`` and never
 finished, so only the store's bound (10,000 by default, least recently used evicted and
 ended as ``abandoned``) keeps memory in check; RSS is sampled at every tenth.
@@ -43,7 +44,7 @@ def bytes_per_session(count: int) -> float:
     before = tracemalloc.get_traced_memory()[0]
     for index in range(count):
         for spec in specs:
-            driver.step(None, _named(spec, f"mem-{index}"))
+            driver.step(None, _named(spec, f"mem-{index}", index))
     driver.provider.force_flush()
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
@@ -52,11 +53,18 @@ def bytes_per_session(count: int) -> float:
     return (after - before) / count
 
 
-def _named(spec, session_id: str):  # noqa: ANN001, ANN202
+def _named(spec, session_id: str, index: int | None = None):  # noqa: ANN001, ANN202
+    """The step in session ``session_id``; with ``index``, its fingerprints are the session's
+    own strings, as the spans of real sessions carry (a shared string would hide what a
+    session keeps of them)."""
     from bench.workload import StepSpec
     from otel_agentguard import attributes as A
 
-    return StepSpec(spec.name, {**spec.start, A.SESSION_ID: session_id}, spec.end)
+    start, end = {**spec.start, A.SESSION_ID: session_id}, spec.end
+    if index is not None and A.TOOL_ARGS_FINGERPRINT in start:
+        start[A.TOOL_ARGS_FINGERPRINT] = f"{index:016x}" + start[A.TOOL_ARGS_FINGERPRINT][16:]
+        end = {**end, A.TOOL_RESULT_FINGERPRINT: f"{index:016x}" + end[A.TOOL_RESULT_FINGERPRINT][16:]}
+    return StepSpec(spec.name, start, end)
 
 
 _TOOL_NAMES = 10_000
@@ -111,7 +119,8 @@ def run(report: Report, repeats: int, quick: bool, stream_sessions: int) -> None
     count = 2000 if quick else 10_000
     progress(f"memory: bytes per live session ({count} sessions, {repeats} repeats)")
     per_session = [child("per-session", str(count))["bytes"] for _ in range(repeats)]
-    report.add("4 memory", f"bytes per live session ({count:,} live)", per_session, "B")
+    report.add("4 memory", f"bytes per live session ({count:,} live)", per_session, "B", "<= 2,048 B",
+               lambda m: m <= 2048)
     progress(f"memory: streaming {stream_sessions:,} sessions through the processor (one run)")
     result = child("stream", str(stream_sessions))
     points = result["checkpoints"]

@@ -35,8 +35,8 @@ steps are judged, the wrappers read them right before a call.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Mapping
+from array import array
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,9 @@ STOP = "stop"
 OBSERVE = "observe"
 INTERRUPT_PRIORITY = (A.STEERED, A.DRAINED, A.DISPATCHED, A.AWAITING)
 _RECENT_STEPS = 32
+
+
+_NO_CALLS: list[str | None] = []  # never written: stands in until the first tool step
 
 
 @dataclass(frozen=True)
@@ -73,18 +76,31 @@ class _Armed:
 class Enforcer:
     """One session's enforcement state. The processor calls it under the session's lock."""
 
-    __slots__ = ("_ladder", "_armed", "_recent", "_outer_open", "pending_stop", "interrupts", "stopped")
+    __slots__ = (
+        "_ladder", "_armed", "_recent_sequences", "_recent_calls", "_outer_open", "pending_stop", "_interrupts",
+        "stopped",
+    )
 
     def __init__(self, ladder: Mapping[str, tuple[str, ...]]):
         self._ladder = ladder
-        self._armed: dict[str, _Armed] = {}
-        self._recent: OrderedDict[int, tuple[str, str | None]] = OrderedDict()  # sequence -> (tool, args)
+        self._armed: dict[str, _Armed] | None = None  # made at the first intervention
+        # The last _RECENT_STEPS tool steps, made at the first: their sequence numbers, and
+        # side by side (flat) the tool name and argument fingerprint of each.
+        self._recent_sequences: array[int] | None = None
+        self._recent_calls: list[str | None] = _NO_CALLS
         self.pending_stop: tuple[str, str] | None = None  # (stop_reason, detail), honoured at the next cut point
-        self.interrupts: set[str] = set()
+        self._interrupts: set[str] | None = None
         self.stopped: str | None = None  # the reason the guard ended the turn, once it did
         # Call ids the agent's last own model call asked for, while their results are
         # outstanding; None when there are none or their ids are unknown.
         self._outer_open: frozenset[str] | None = None
+
+    @property
+    def interrupts(self) -> set[str]:
+        """Interrupts asked for from outside, honoured at the next cut point (made at the first)."""
+        if self._interrupts is None:
+            self._interrupts = set()
+        return self._interrupts
 
     # --- model calls: which ones are the agent's own turns (cut points) ------------------------
     def begin_model_call(self, in_tool: bool, answered_ids: frozenset[str] | None) -> bool:
@@ -107,16 +123,45 @@ class Enforcer:
 
     # --- fed by the processor, as steps are judged -----------------------------------------
     def on_step(self, step: Step) -> None:
-        if step.kind == TOOL:
-            self._recent[step.sequence] = (step.name, step.args_fingerprint)
-            if len(self._recent) > _RECENT_STEPS:
-                self._recent.popitem(last=False)
+        if step.kind != TOOL:
+            return
+        sequences, calls = self._recent_sequences, self._recent_calls
+        if sequences is None:
+            sequences = self._recent_sequences = array("q")
+            calls = self._recent_calls = []
+        at = self._recent_index(step.sequence)
+        if at is not None:  # the same step again: it keeps its place
+            calls[2 * at:2 * at + 2] = (step.name, step.args_fingerprint)
+            return
+        sequences.append(step.sequence)
+        calls += (step.name, step.args_fingerprint)
+        if len(sequences) > _RECENT_STEPS:
+            del sequences[0]
+            del calls[:2]
+
+    def _recent_index(self, sequence: int) -> int | None:
+        sequences = self._recent_sequences
+        if not sequences or sequence > sequences[-1]:
+            return None  # the usual case: a step after every one kept
+        try:
+            return sequences.index(sequence)
+        except ValueError:
+            return None
+
+    def _recent(self, sequence: int) -> tuple[str, str | None] | None:
+        """The tool name and argument fingerprint of a recent tool step."""
+        at = self._recent_index(sequence)
+        if at is None:
+            return None
+        return self._recent_calls[2 * at] or "", self._recent_calls[2 * at + 1]
 
     def on_alert(self, alert: Alert) -> None:
         ladder = self._ladder.get(alert.probe, (STOP,))
         if not ladder or ladder[0] == OBSERVE:
             return
         if ladder[0] == INTERVENE:
+            if self._armed is None:
+                self._armed = {}
             self._armed[alert.probe] = _Armed(alert.probe, _message(alert, self._recent), self._repeating(alert))
         elif self.pending_stop is None:
             self.pending_stop = (alert.probe, alert.detail)
@@ -126,11 +171,13 @@ class Enforcer:
             return frozenset()  # a streak across varied arguments: any next call repeats it
         return frozenset(
             args for sequence in alert.evidence
-            if (args := self._recent.get(sequence, ("", None))[1]) is not None
+            if (recent := self._recent(sequence)) is not None and (args := recent[1]) is not None
         )
 
     # --- asked by the wrappers, right before a call ---------------------------------------------
     def before_tool(self, args_fingerprint: str | None) -> Intervention | None:
+        if self._armed is None:
+            return None
         for armed in self._armed.values():
             if armed.args and args_fingerprint not in armed.args:
                 continue
@@ -147,9 +194,10 @@ class Enforcer:
 
     def stop_due(self, totals: SessionTotals, profile: Profile) -> tuple[str, str] | None:
         """The stop to raise at a cut point, if one is due."""
-        for reason in INTERRUPT_PRIORITY:
-            if reason in self.interrupts:
-                return reason, f"{reason} on request"
+        if self._interrupts:
+            for reason in INTERRUPT_PRIORITY:
+                if reason in self._interrupts:
+                    return reason, f"{reason} on request"
         if self.pending_stop is not None:
             return self.pending_stop
         return _budget_before_model_call(totals, profile)
@@ -169,8 +217,8 @@ def _budget_before_model_call(totals: SessionTotals, profile: Profile) -> tuple[
     return None
 
 
-def _message(alert: Alert, recent: Mapping[int, tuple[str, Any]]) -> str:
-    names = [recent[sequence][0] for sequence in alert.evidence if sequence in recent]
+def _message(alert: Alert, recent: Callable[[int], tuple[str, str | None] | None]) -> str:
+    names = [found[0] for sequence in alert.evidence if (found := recent(sequence)) is not None]
     if alert.probe == A.TOOL_LOOP:
         tool = names[-1] if names else "this tool"
         return (

@@ -46,7 +46,7 @@ class DerivedTools:
     def __init__(self, session_id: str, policy: Policy):
         self.session_id = session_id
         self.policy = policy
-        self._waiting: list[_Waiting] = []
+        self._waiting: list[_Waiting] = _NONE_WAITING  # a list of its own at the first requested call
 
     def on_step(
         self,
@@ -68,6 +68,8 @@ class DerivedTools:
         released = self._release(tool_outcomes(attrs), start_ns) if self._waiting else []
         if attrs.get(A.RESPONSE_TOOL_CALLS) != 0:  # our own model spans say when a response asked for none
             for call in requested_calls(attrs):
+                if self._waiting is _NONE_WAITING:
+                    self._waiting = []
                 self._waiting.append(_Waiting(call, next_sequence(), end_ns))
         return released, []
 
@@ -91,7 +93,7 @@ class DerivedTools:
         return match.sequence
 
     def _release(self, outcomes: dict[str, ToolOutcome], end_ns: int) -> list[Step]:
-        waiting, self._waiting = self._waiting, []
+        waiting, self._waiting = self._waiting, _NONE_WAITING
         return [self._step(w, outcomes.get(w.call.call_id or ""), end_ns) for w in waiting]
 
     def _step(self, waiting: _Waiting, outcome: ToolOutcome | None, end_ns: int) -> Step:
@@ -111,6 +113,9 @@ class DerivedTools:
             end_ns=max(end_ns, waiting.requested_ns),
             status_error=outcome is not None and outcome.failed,
         )
+
+
+_NONE_WAITING: list[_Waiting] = []  # never written: stands in while no call waits
 
 
 def _text(value: Any) -> str | None:

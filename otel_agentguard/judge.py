@@ -10,14 +10,14 @@ puts them back in order with a :class:`SequenceBuffer` first.
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections import deque
+import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, Probe, SessionTotals, all_probes
+from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
 
 
@@ -71,53 +71,88 @@ def choose_stop_reason(
     return A.ABANDONED
 
 
+class LastAction(NamedTuple):
+    """One of a session's last steps, as a breakpoint names it."""
+
+    sequence: int
+    kind: str
+    name: str
+    failed: bool
+
+
+_LAST_ACTIONS = 5  # the breakpoint's "last actions"
+_ACTION_FIELDS = len(LastAction._fields)
+
+
 class SessionJudge:
     """Judges one session, step by step. Not thread-safe: the caller serialises."""
 
     __slots__ = (
-        "session_id", "policy", "profile", "totals", "alerts", "last_steps", "_probes", "_labels", "_last_end_ns",
-        "_last_sequence",
+        "session_id", "policy", "profile", "totals", "_alerts", "_last", "_shared", "_own", "_keep_calls",
+        "_labels", "_last_end_ns", "_last_sequence",
     )
 
-    def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0):
+    def __init__(self, session_id: str, policy: Policy, profile: Profile | None = None, *, start_ns: int = 0,
+                 last_actions: bool = True):
+        """``last_actions``: keep the last steps a breakpoint names (:attr:`last_steps`);
+        only a judge whose session can be stopped needs them."""
         self.session_id = session_id
         self.policy = policy
         self.profile = profile or policy.resolve_profile()
         self.totals = SessionTotals(start_ns)
-        self.alerts: list[Alert] = []
-        self.last_steps: deque[Step] = deque(maxlen=5)  # the breakpoint's "last actions"
-        disabled = self.profile.disabled_probes
-        self._probes: list[Probe] = [
-            factory(self.profile, policy) for factory in all_probes() if factory.name not in disabled
-        ]
+        self._alerts: list[Alert] | None = None  # made at the first alert
+        # The last actions, flat (sequence, kind, name, failed, sequence, ...): a step is not
+        # kept alive for a breakpoint that only names it.
+        self._last: tuple[object, ...] | None = () if last_actions else None
+        # The probes are shared by every session of this profile; a session gets a list of
+        # its own only when one of them fails here (and is dropped for this session).
+        self._shared, self._keep_calls = _probes_for(self.profile, policy)
+        self._own: list[Probe] | None = None
         self._labels: dict[int, str] | None = None
         self._last_end_ns = start_ns
         self._last_sequence = 0
+
+    @property
+    def alerts(self) -> list[Alert]:
+        """Every alert of the session so far, in the order raised."""
+        if self._alerts is None:
+            self._alerts = []
+        return self._alerts
+
+    @property
+    def _probes(self) -> list[Probe]:
+        """This session's own list of probes (made on first use)."""
+        if self._own is None:
+            self._own = list(self._shared)
+        return self._own
 
     def observe(self, step: Step) -> list[Alert]:
         """Account for one step (in sequence order) and return the alerts it raised."""
         self._account(step)
         raised: list[Alert] = []
-        for probe in tuple(self._probes):
+        totals = self.totals
+        for probe in self._shared if self._own is None else tuple(self._own):
             try:
-                found = probe.observe(step, self.totals)
+                found = probe.observe(step, totals)
             except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
                 self._probes.remove(probe)
                 _internal_errors.report(f"probe.{probe.name}", exc)
                 continue
             if found:
                 raised.extend(found)
-        self.alerts.extend(raised)
+        if raised:
+            self.alerts.extend(raised)
         return raised
 
     def observe_early(self, probe_name: str, step: Step) -> list[Alert]:
         """Run one probe on a step before the step itself is judged (enforce mode cutting a
         stream inside a span another instrumentation ends later). Probes raise an alert once,
         so judging the step later raises no second one."""
-        for probe in self._probes:
+        for probe in self._shared if self._own is None else self._own:
             if probe.name == probe_name:
                 found = probe.observe(step, self.totals) or []
-                self.alerts.extend(found)
+                if found:
+                    self.alerts.extend(found)
                 return found
         return []
 
@@ -133,6 +168,7 @@ class SessionJudge:
         elif step.kind == MODEL:
             totals.cost_usd += self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
         if step.kind == TOOL:
+            totals.remember_call(step, self._keep_calls)
             totals.steps += 1
             totals.open_tool_calls = max(totals.open_tool_calls - 1, 0)
             if not step.failed and step.empty is False:
@@ -148,11 +184,20 @@ class SessionJudge:
             if step.final:
                 totals.steps += 1
                 totals.final = True
-        self.last_steps.append(step)
+        last = self._last
+        if last is not None:  # one exact-size tuple: a list would keep room to grow
+            last += (step.sequence, step.kind, step.name, step.failed)
+            self._last = last[_ACTION_FIELDS:] if len(last) > _LAST_ACTIONS * _ACTION_FIELDS else last
         if step.label is not None:
             if self._labels is None:
                 self._labels = {}
             self._labels[step.sequence] = step.label
+
+    @property
+    def last_steps(self) -> list[LastAction]:
+        """The session's last steps (at most five), oldest first; none when not kept."""
+        last = self._last or ()
+        return [LastAction(*last[at:at + _ACTION_FIELDS]) for at in range(0, len(last), _ACTION_FIELDS)]  # type: ignore[arg-type]
 
     @property
     def last_sequence(self) -> int:
@@ -168,7 +213,7 @@ class SessionJudge:
         return Verdict(
             session_id=self.session_id,
             stop_reason=choose_stop_reason(
-                self.alerts,
+                self._alerts or (),
                 interrupt=interrupt,
                 error=error,
                 explicit_finish=totals.finished_explicitly,
@@ -181,9 +226,32 @@ class SessionJudge:
             cost_usd=totals.cost_usd,
             model_calls=totals.model_calls,
             duration_s=max(end - totals.start_ns, 0) / 1e9 if totals.start_ns else 0.0,
-            alerts=tuple(self.alerts),
+            alerts=tuple(self._alerts or ()),
             labels=dict(self._labels or {}),
         )
+
+
+_SHARED_PROBES_MAX = 64
+_shared_probes_lock = threading.Lock()
+_shared_probes: dict[tuple[int, int, tuple[ProbeFactory, ...]], tuple[Policy, Profile, tuple[Probe, ...], int]] = {}
+
+
+def _probes_for(profile: Profile, policy: Policy) -> tuple[tuple[Probe, ...], int]:
+    """The probes of a profile, built once and shared by its sessions (they keep no session
+    state of their own), and how many of the last tool calls they read."""
+    factories = all_probes()
+    key = (id(profile), id(policy), factories)
+    found = _shared_probes.get(key)
+    if found is not None and found[0] is policy and found[1] is profile:
+        return found[2], found[3]
+    disabled = profile.disabled_probes
+    probes = tuple(factory(profile, policy) for factory in factories if factory.name not in disabled)
+    keep = max(profile.window, LONGEST_CYCLE * profile.cycle_repeats)
+    with _shared_probes_lock:  # sessions start on any thread
+        if len(_shared_probes) >= _SHARED_PROBES_MAX:
+            _shared_probes.pop(next(iter(_shared_probes)))  # the oldest: a profile no longer judged with
+        _shared_probes[key] = (policy, profile, probes, keep)
+    return probes, keep
 
 
 class SequenceBuffer:
@@ -199,37 +267,48 @@ class SequenceBuffer:
 
     def __init__(self, first: int = 1, max_pending: int = 64):
         self._next = first
-        self._pending: list[tuple[int, int, Step]] = []  # heap of (sequence, arrival, step)
-        self._skipped: set[int] = set()
+        # Made when a step first waits, a number is first skipped: steps usually end in order.
+        self._pending: list[tuple[int, int, Step]] | None = None  # heap of (sequence, arrival, step)
+        self._skipped: set[int] | None = None
         self._max_pending = max_pending
-        self._arrivals = itertools.count()  # tie-breaker: steps themselves are not ordered
+        self._arrivals = 0  # tie-breaker: steps themselves are not ordered
 
     def push(self, step: Step) -> list[Step]:
-        if step.sequence < self._next:
+        sequence = step.sequence
+        if sequence < self._next:
             return [step]  # late or duplicate: judge it now rather than never
-        heapq.heappush(self._pending, (step.sequence, next(self._arrivals), step))
+        if sequence == self._next and not self._pending and not self._skipped:
+            self._next = sequence + 1  # the usual case: the step it waits for, nothing held back
+            return [step]
+        if self._pending is None:
+            self._pending = []
+        self._arrivals += 1
+        heapq.heappush(self._pending, (sequence, self._arrivals, step))
         return self._release()
 
     def skip(self, sequence: int) -> list[Step]:
         """A numbered span ended without being a step."""
         if sequence >= self._next:
+            if self._skipped is None:
+                self._skipped = set()
             self._skipped.add(sequence)
         return self._release()
 
     def drain(self) -> list[Step]:
-        ready = [entry[2] for entry in sorted(self._pending)]
-        self._pending.clear()
-        self._skipped.clear()
+        ready = [entry[2] for entry in sorted(self._pending or ())]
+        self._pending = None
+        self._skipped = None
         if ready:
             self._next = ready[-1].sequence + 1
         return ready
 
     def _release(self) -> list[Step]:
         ready: list[Step] = []
-        pending = self._pending
+        pending = self._pending or []
+        skipped = self._skipped or set()
         while True:
-            if self._next in self._skipped:
-                self._skipped.discard(self._next)
+            if self._next in skipped:
+                skipped.discard(self._next)
                 self._next += 1
             elif pending and pending[0][0] <= self._next:
                 step = heapq.heappop(pending)[2]
@@ -238,4 +317,8 @@ class SequenceBuffer:
             elif len(pending) > self._max_pending:
                 self._next = pending[0][0]  # give up on the missing number
             else:
+                if not pending:
+                    self._pending = None  # drop the emptied containers: most sessions idle in order
+                if not skipped:
+                    self._skipped = None
                 return ready

@@ -79,7 +79,8 @@ class LiveSessions:
         with self._counters_lock:
             sequence = self._counters.pop(session_id, None) or SequenceCounter()
         enforcer = Enforcer(self.policy.escalation) if self._enforcing else None
-        judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns)
+        # Only enforce mode names the last actions (in a stop's breakpoint).
+        judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns, last_actions=self._enforcing)
         return LiveSession(session_id, judge, sequence, enforcer, implicit)
 
     # --- steps ---------------------------------------------------------------------------------

@@ -239,6 +239,58 @@ def test_verdict_uses_stated_cost_over_price_table():
     assert judged([step]).finish().cost_usd == pytest.approx(0.5)
 
 
+# --- sessions judged side by side -----------------------------------------------------
+
+
+def _trajectories() -> dict[str, list[Step]]:
+    """Each makes other probes fire (or none); every one twice, so two sessions of one
+    profile raise the same alert at the same time."""
+    one = {
+        "loop": LOOP + [model(4)],
+        "cycle": [tool(i, name, "x", name) for i, name in enumerate(["a", "b", "c"] * 3, start=1)],
+        "no_progress": [tool(i, "search", f"q{i}", "nothing new") for i in range(1, 6)],
+        "errors": [tool(i, "fetch", f"p{i}", None, failed=True) for i in range(1, 5)],
+        "budget": [tool(i, "t", f"{i}", f"{i}") for i in range(1, 14)],
+        "fake": [tool(1, "get_order", "1", "o"), model(2, final=True, claims=("write",))],
+        "healthy": [tool(1, "a", "1", "r1"), tool(2, "b", "2", "r2"), model(3, final=True)],
+    }
+    return {f"{name}-{copy}": list(steps) for name, steps in one.items() for copy in (1, 2)}
+
+
+def test_sessions_of_one_profile_judged_side_by_side_raise_what_each_raises_alone():
+    policy, profile = Policy.builtin(), Profile()
+    alone = {name: judged(steps, policy, profile).finish() for name, steps in _trajectories().items()}
+    judges = {name: SessionJudge(name, policy, profile) for name in alone}
+    pending = _trajectories()
+    while any(pending.values()):  # one step of each session in turn
+        for name, steps in pending.items():
+            if steps:
+                judges[name].observe(steps.pop(0))
+    together = {name: judge.finish() for name, judge in judges.items()}
+
+    assert {name: (v.stop_reason, v.alerts) for name, v in together.items()} == {
+        name: (v.stop_reason, v.alerts) for name, v in alone.items()}
+    raised = {alert.probe for verdict in alone.values() for alert in verdict.alerts}
+    assert raised == {"tool_loop", "cycle", "no_progress", "error_streak", "budget_exceeded", "fake_completion"}
+
+
+def test_last_steps_name_the_last_five_steps():
+    steps = [tool(1, "a", "1", "r"), tool(2, "b", "2", None, failed=True), model(3), tool(4, "c", "3", "r"),
+             model(5), tool(6, "d", "4", "r"), model(7, "gpt-4o-mini")]
+    judge = judged(steps)
+    assert [(a.sequence, a.kind, a.name, a.failed) for a in judge.last_steps] == [
+        (3, MODEL, "gpt-4o", False), (4, TOOL, "c", False), (5, MODEL, "gpt-4o", False), (6, TOOL, "d", False),
+        (7, MODEL, "gpt-4o-mini", False)]
+    assert [(a.sequence, a.failed) for a in judged(steps[:2]).last_steps] == [(1, False), (2, True)]
+
+
+def test_a_judge_asked_for_no_last_actions_judges_alike_and_names_none():
+    kept, lean = SessionJudge(SID, Policy.builtin()), SessionJudge(SID, Policy.builtin(), last_actions=False)
+    raised = [(kept.observe(step), lean.observe(step)) for step in LOOP]
+    assert [mine for mine, _ in raised] == [theirs for _, theirs in raised]
+    assert lean.last_steps == [] and len(kept.last_steps) == 3
+
+
 # --- SequenceBuffer -------------------------------------------------------------------
 
 

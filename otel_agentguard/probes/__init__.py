@@ -1,15 +1,18 @@
 """Stall probes: one small module per probe, each incremental and bounded.
 
-A probe is built once per session from the session's profile and policy, then
-sees every step of that session in sequence order. ``observe`` updates its
-state in O(1) amortised time and returns the alerts the step raised (usually
-none). Each probe raises a given alert at most once per session.
+A probe is built once per profile and policy and shared by every session
+judged with them; it sees each session's steps in sequence order. What it
+remembers of a session lives in that session's :class:`SessionTotals`, made
+when first needed, so an idle session costs a few hundred bytes. ``observe``
+updates that memory in O(1) amortised time and returns the alerts the step
+raised (usually none). Each probe raises a given alert at most once per session.
 
 Probes never see raw content: only names, fingerprints, flags and counts.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,12 +33,27 @@ class Alert:
     offsets: tuple[int, int] | None = None  # output_repetition: first and triggering repetition, in characters
 
 
+# Bits of SessionTotals.fired: each probe raises its alert once per session
+# (budget_exceeded once per kind, from BUDGET_FIRED_SHIFT up).
+FAKE_COMPLETION_FIRED = 1 << 0
+OUTPUT_REPETITION_FIRED = 1 << 1
+TOOL_LOOP_FIRED = 1 << 2
+CYCLE_FIRED = 1 << 3
+NO_PROGRESS_FIRED = 1 << 4
+ERROR_STREAK_FIRED = 1 << 5
+BUDGET_FIRED_SHIFT = 6
+
+LONGEST_CYCLE = 4  # the longest block of calls ``cycle`` looks for
+
+
 class SessionTotals:
-    """Running totals of a session, kept by the judge and read by probes."""
+    """Running totals of a session, kept by the judge and read by probes, and what the
+    probes remember of it: rings of machine words and small containers made at first use."""
 
     __slots__ = (
         "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
-        "open_tool_calls", "partial_result",
+        "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names",
+        "states_seen", "no_progress_run", "error_run", "error_failures",
     )
 
     def __init__(self, start_ns: int = 0):
@@ -50,6 +68,38 @@ class SessionTotals:
         self.wrote = False  # a tool whose contract says "write" succeeded
         self.finished_explicitly = False
         self.final = False
+        self.fired = 0  # the *_FIRED bits of the probes that raised their alert
+        # The last tool calls (the judge keeps them, see remember_call): call digests and
+        # sequence numbers side by side, and the names of the last LONGEST_CYCLE calls.
+        self.call_digests: array[int] = _NO_WORDS
+        self.call_sequences: array[int] = _NO_WORDS
+        self.call_names: list[str] = _NO_NAMES
+        self.states_seen: array[int] | None = None  # no_progress: digests of the result fingerprints seen
+        self.no_progress_run: array[int] | None = None  # no_progress: sequences of the current run
+        self.error_run: array[int] | None = None  # error_streak: sequences of the current streak
+        self.error_failures = 0  # error_streak: how many in the streak failed (vs came back empty)
+
+    def remember_call(self, step: Step, keep: int) -> None:
+        """A tool step, in sequence order: the last ``keep`` calls stay (the probes' windows)."""
+        digests = self.call_digests
+        if digests is _NO_WORDS:
+            digests = self.call_digests = array("q")
+            self.call_sequences = array("q")
+            self.call_names = []
+        sequences, names = self.call_sequences, self.call_names
+        digests.append(call_digest(step))
+        sequences.append(step.sequence)
+        names.append(step.name)
+        if len(digests) > keep:
+            del digests[0]
+            del sequences[0]
+        if len(names) > LONGEST_CYCLE:
+            del names[0]
+
+
+# Never written: they stand in until a session's first tool step.
+_NO_WORDS: array[int] = array("q")
+_NO_NAMES: list[str] = []
 
 
 class Probe(Protocol):
@@ -72,6 +122,21 @@ def call_key(step: Step) -> tuple[str, str | None, bool] | None:
     if step.args_fingerprint is None:
         return None
     return (step.args_fingerprint, step.result_fingerprint, step.failed)
+
+
+NO_CALL = -1  # the digest of a call whose arguments are unknown: it matches nothing
+
+
+def call_digest(step: Step) -> int:
+    """:func:`call_key` as one 64-bit integer, so a probe's window is a ring of machine words.
+
+    The fingerprints inside are 128-bit keyed hashes already; two different calls share a
+    digest with odds of about 2**-64. ``hash`` of a tuple is never -1, so :data:`NO_CALL`
+    stands apart from every real call.
+    """
+    if step.args_fingerprint is None:
+        return NO_CALL
+    return hash((step.args_fingerprint, step.result_fingerprint, step.failed))
 
 
 def short(fingerprint: str | None) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from otel_agentguard.attributes import BUDGET_EXCEEDED
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import BUDGET_FIRED_SHIFT, Alert, SessionTotals
 from otel_agentguard.steps import Step
 
 DISPOSAL = "force a terminal state: return what is done as incomplete; do not extend the budget"
@@ -26,27 +26,25 @@ DISPOSAL = "force a terminal state: return what is done as incomplete; do not ex
 
 class BudgetExceeded:
     name = BUDGET_EXCEEDED
-    __slots__ = ("_limits", "_fired")
+    __slots__ = ("_limits",)
 
     def __init__(self, profile: Profile, policy: Policy):
-        limits = {
-            "steps": profile.max_steps,
-            "tokens": profile.max_tokens,
-            "cost": profile.max_cost_usd,
-            "wall_time": profile.max_wall_time_s,
-            "model_calls": profile.max_model_calls,
-        }
-        self._limits = tuple((kind, limit) for kind, limit in limits.items() if limit is not None)
-        self._fired: set[str] = set()
+        self._limits = tuple((kind, limit, 1 << (BUDGET_FIRED_SHIFT + index)) for index, (kind, limit) in enumerate((
+            ("steps", profile.max_steps),
+            ("tokens", profile.max_tokens),
+            ("cost", profile.max_cost_usd),
+            ("wall_time", profile.max_wall_time_s),
+            ("model_calls", profile.max_model_calls),
+        )) if limit is not None)
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         alerts = None
-        for kind, limit in self._limits:
-            if kind in self._fired:
+        for kind, limit, fired in self._limits:
+            if totals.fired & fired:
                 continue
             used = used_budget(kind, step, totals)
             if used > limit:
-                self._fired.add(kind)
+                totals.fired |= fired
                 alerts = alerts or []
                 alerts.append(Alert(
                     probe=BUDGET_EXCEEDED,

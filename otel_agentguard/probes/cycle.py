@@ -15,57 +15,59 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import CYCLE
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals, call_key
+from otel_agentguard.probes import CYCLE_FIRED, LONGEST_CYCLE, NO_CALL, Alert, SessionTotals
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "break the cycle: tell the model these calls repeat, and ask it to answer with what it has or change plan"
-PERIODS = (2, 3, 4)
+PERIODS = (2, 3, LONGEST_CYCLE)
 
 
 class Cycle:
     name = CYCLE
-    __slots__ = ("_repeats", "_history", "_runs", "_fired")
+    __slots__ = ("_repeats",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._repeats = profile.cycle_repeats
-        # Enough history for the evidence of the longest period.
-        self._history: deque[tuple[object, int, str]] = deque(maxlen=max(PERIODS) * self._repeats)
-        self._runs = dict.fromkeys(PERIODS, 0)
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & CYCLE_FIRED:
             return None
-        key = call_key(step)
-        history = self._history
+        # The judge keeps the session's last calls, this one included: enough of them to
+        # see a period repeat and for its evidence.
+        calls = totals.call_digests
         for period in PERIODS:
-            same = key is not None and len(history) >= period and history[-period][0] == key
-            self._runs[period] = self._runs[period] + 1 if same else 0
-        history.append((key, step.sequence, step.name))
-        for period in PERIODS:
-            if self._runs[period] < period * (self._repeats - 1):
+            if _run(calls, period, period * (self._repeats - 1)) < period * (self._repeats - 1):
                 continue
-            block = list(history)[-period:]
-            if not _primitive([key for key, _, _ in block]):
+            if not _primitive(calls[-period:].tolist()):
                 continue  # A A is tool_loop's case; A B A B is the period-2 cycle, reported as such
-            self._fired = True
-            span = list(history)[-period * self._repeats:]
-            names = " -> ".join(name for _, _, name in block)
+            totals.fired |= CYCLE_FIRED
+            names = " -> ".join(totals.call_names[-period:])
             return [Alert(
                 probe=CYCLE,
                 sequence=step.sequence,
-                evidence=tuple(seq for _, seq, _ in span),
+                evidence=tuple(totals.call_sequences[-period * self._repeats:]),
                 detail=f"the calls {names} repeated {self._repeats} times back to back with the same results",
                 disposal=DISPOSAL,
             )]
         return None
 
 
-def _primitive(block: list[object]) -> bool:
+def _run(calls: array[int], period: int, enough: int) -> int:
+    """How many of the last calls in a row equal the call ``period`` before them (up to
+    ``enough``): the calls have been equal to themselves shifted by ``period`` that long."""
+    run = 0
+    at = len(calls) - 1
+    while run < enough and at - period >= 0 and calls[at] != NO_CALL and calls[at] == calls[at - period]:
+        run += 1
+        at -= 1
+    return run
+
+
+def _primitive(block: list[int]) -> bool:
     """False when the block is a shorter block repeated (A A, A B A B); A B A C is primitive."""
     size = len(block)
     for shorter in range(1, size):

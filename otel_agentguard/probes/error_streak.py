@@ -16,11 +16,11 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import ERROR_STREAK
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import ERROR_STREAK_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user what failed"
@@ -28,33 +28,34 @@ DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user
 
 class ErrorStreak:
     name = ERROR_STREAK
-    __slots__ = ("_threshold", "_streak", "_failures", "_fired")
+    __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.error_streak
-        self._streak: deque[int] = deque(maxlen=self._threshold)
-        self._failures = 0  # how many in the current streak failed (vs came back empty)
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & ERROR_STREAK_FIRED:
             return None
         if not step.failed and step.empty is None:
             return None
+        streak = totals.error_run
         if not step.failed and not step.empty:
-            self._streak.clear()
-            self._failures = 0
+            if streak:
+                del streak[:]
+            totals.error_failures = 0
             return None
-        self._streak.append(step.sequence)
-        self._failures += 1 if step.failed else 0
-        if len(self._streak) < self._threshold:
+        if streak is None:
+            streak = totals.error_run = array("q")
+        streak.append(step.sequence)
+        totals.error_failures += 1 if step.failed else 0
+        if len(streak) < self._threshold:
             return None
-        self._fired = True
-        failed = min(self._failures, self._threshold)
+        totals.fired |= ERROR_STREAK_FIRED
+        failed = min(totals.error_failures, self._threshold)
         return [Alert(
             probe=ERROR_STREAK,
             sequence=step.sequence,
-            evidence=tuple(self._streak),
+            evidence=tuple(streak),
             detail=(
                 f"{self._threshold} tool results in a row failed or came back empty "
                 f"({failed} failed, {self._threshold - failed} empty)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 from otel_agentguard.attributes import FAKE_COMPLETION
 from otel_agentguard.claims import WRITE
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import FAKE_COMPLETION_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import Step
 
 DISPOSAL = "do not deliver the answer: roll back, re-run the write or escalate, and alert (highest priority)"
@@ -32,15 +32,15 @@ DISPOSAL = "do not deliver the answer: roll back, re-run the write or escalate, 
 
 class FakeCompletion:
     name = FAKE_COMPLETION
-    __slots__ = ("_fired",)
+    __slots__ = ()
 
     def __init__(self, profile: Profile, policy: Policy):
-        self._fired = False
+        pass
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if not step.final or self._fired or WRITE not in step.claims or totals.wrote:
+        if not step.final or totals.fired & FAKE_COMPLETION_FIRED or WRITE not in step.claims or totals.wrote:
             return None
-        self._fired = True
+        totals.fired |= FAKE_COMPLETION_FIRED
         return [Alert(
             probe=FAKE_COMPLETION,
             sequence=step.sequence,

@@ -17,11 +17,11 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 
 from otel_agentguard.attributes import NO_PROGRESS
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import NO_PROGRESS_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "end the session and reclaim its context; escalate to a human or a stronger model"
@@ -30,34 +30,42 @@ _MAX_STATES = 4096  # bounded memory: the oldest states are forgotten first
 
 class NoProgress:
     name = NO_PROGRESS
-    __slots__ = ("_threshold", "_seen", "_run", "_fired")
+    __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._threshold = profile.no_progress_steps
-        self._seen: dict[str, None] = {}
-        self._run: deque[int] = deque(maxlen=self._threshold)
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & NO_PROGRESS_FIRED:
             return None
         state = step.result_fingerprint
         if state is None and not step.failed:
             return None  # the result is unknown: no verdict either way
-        if not step.failed and state is not None and state not in self._seen:
-            self._seen[state] = None
-            if len(self._seen) > _MAX_STATES:
-                del self._seen[next(iter(self._seen))]
-            self._run.clear()
+        run = totals.no_progress_run
+        if not step.failed and state is not None:
+            # States seen, as 64-bit digests of their fingerprints (128-bit keyed hashes
+            # already): a scan of machine words, oldest first.
+            seen = totals.states_seen
+            digest = hash(state)
+            if seen is None or digest not in seen:
+                if seen is None:
+                    seen = totals.states_seen = array("q")
+                seen.append(digest)
+                if len(seen) > _MAX_STATES:
+                    del seen[0]
+                if run:
+                    del run[:]
+                return None
+        if run is None:
+            run = totals.no_progress_run = array("q")
+        run.append(step.sequence)
+        if len(run) < self._threshold:
             return None
-        self._run.append(step.sequence)
-        if len(self._run) < self._threshold:
-            return None
-        self._fired = True
+        totals.fired |= NO_PROGRESS_FIRED
         return [Alert(
             probe=NO_PROGRESS,
             sequence=step.sequence,
-            evidence=tuple(self._run),
+            evidence=tuple(run),
             detail=f"{self._threshold} tool steps in a row produced no state the session had not seen before",
             disposal=DISPOSAL,
         )]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals
+from otel_agentguard.probes import OUTPUT_REPETITION_FIRED, Alert, SessionTotals
 from otel_agentguard.steps import MODEL, Step
 
 DISPOSAL = "close the stream: discard the repeated tail, and retry with a lower max_tokens or another prompt"
@@ -31,20 +31,19 @@ DISPOSAL = "close the stream: discard the repeated tail, and retry with a lower 
 
 class OutputRepetition:
     name = OUTPUT_REPETITION_PROBE
-    __slots__ = ("_max_repeats", "_max_chars", "_fired")
+    __slots__ = ("_max_repeats", "_max_chars")
 
     def __init__(self, profile: Profile, policy: Policy):
         self._max_repeats = profile.output_max_repeats
         self._max_chars = profile.output_max_repeated_chars
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         summary = step.output_repetition
-        if self._fired or step.kind != MODEL or summary is None:
+        if totals.fired & OUTPUT_REPETITION_FIRED or step.kind != MODEL or summary is None:
             return None
         if not summary.exceeds(self._max_repeats, self._max_chars):
             return None
-        self._fired = True
+        totals.fired |= OUTPUT_REPETITION_FIRED
         found = summary.finding_for(self._max_repeats, self._max_chars)
         if found is not None:
             detail = (

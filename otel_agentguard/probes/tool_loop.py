@@ -16,11 +16,9 @@ Options:
 
 from __future__ import annotations
 
-from collections import deque
-
 from otel_agentguard.attributes import TOOL_LOOP
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.probes import Alert, SessionTotals, call_key, short
+from otel_agentguard.probes import NO_CALL, TOOL_LOOP_FIRED, Alert, SessionTotals, short
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "cut this action branch: tell the model not to retry it, switch strategy or hand over to a human"
@@ -28,34 +26,25 @@ DISPOSAL = "cut this action branch: tell the model not to retry it, switch strat
 
 class ToolLoop:
     name = TOOL_LOOP
-    __slots__ = ("_window", "_threshold", "_recent", "_counts", "_fired")
+    __slots__ = ("_window", "_threshold")
 
     def __init__(self, profile: Profile, policy: Policy):
         self._window = profile.window
         self._threshold = profile.repeat_threshold
-        self._recent: deque[tuple[object, int]] = deque()
-        self._counts: dict[object, int] = {}
-        self._fired = False
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        if step.kind != TOOL or self._fired:
+        if step.kind != TOOL or totals.fired & TOOL_LOOP_FIRED:
             return None
-        key = call_key(step)
-        self._recent.append((key, step.sequence))
-        if key is not None:
-            self._counts[key] = self._counts.get(key, 0) + 1
-        if len(self._recent) > self._window:
-            old, _ = self._recent.popleft()
-            if old is not None:
-                left = self._counts[old] - 1
-                if left:
-                    self._counts[old] = left
-                else:
-                    del self._counts[old]
-        if key is None or self._counts[key] < self._threshold:
+        # The judge keeps the session's last calls (this one included) as call digests:
+        # counting in the window is a scan of a few machine words.
+        calls = totals.call_digests
+        key = calls[-1]
+        window = calls[-self._window:] if len(calls) > self._window else calls
+        if key == NO_CALL or window.count(key) < self._threshold:
             return None
-        self._fired = True
-        evidence = tuple(seq for k, seq in self._recent if k == key)
+        totals.fired |= TOOL_LOOP_FIRED
+        sequences = totals.call_sequences[-len(window):]
+        evidence = tuple(sequence for call, sequence in zip(window, sequences, strict=True) if call == key)
         return [Alert(
             probe=TOOL_LOOP,
             sequence=step.sequence,
