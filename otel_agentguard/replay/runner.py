@@ -15,7 +15,8 @@ from otel_agentguard.replay.sources import read_files
 def judge_recorded(session: RecordedSession, policy: Policy, profile: str | None = None) -> Verdict:
     """The verdict for one recorded session; ``profile`` overrides the session's own."""
     chosen = policy.resolve_profile(profile or session.profile, session.task_type)
-    judge = SessionJudge(session.session_id, policy, chosen, start_ns=session.start_ns)
+    # A replay never stops a session: no breakpoint asks for the last actions.
+    judge = SessionJudge(session.session_id, policy, chosen, start_ns=session.start_ns, last_actions=False)
     for step in session.steps:
         judge.observe(step)
     return judge.finish(error=session.error, interrupt=session.interrupt, end_ns=session.end_ns)
