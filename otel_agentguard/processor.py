@@ -53,7 +53,7 @@ from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import SESSION_ATTRIBUTES, named_session, session_in_context, span_attributes
-from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
+from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_kind
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
 logger = logging.getLogger(__name__)
@@ -97,12 +97,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self.policy = coerce_policy(policy)
         self.mode = _resolve_mode(mode)
         self.tracer_provider = tracer_provider
-        self._store_options = (
-            max_sessions if max_sessions is not None
-            else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
-            idle_timeout_s if idle_timeout_s is not None
-            else _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, float),
-        )
+        self._store_options = _store_limits(max_sessions, idle_timeout_s)
         self._metrics = GuardMetrics(meter_provider)
         self._verdicts = VerdictWriter(self.mode, tracer_provider)
         self._sessions = LiveSessions(self.policy, self.mode == "enforce", self._verdicts, self._metrics,
@@ -112,18 +107,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._duplicates = DuplicateSpans()
         self._shut_down = False
         _registry.register(self)
-        if hasattr(os, "register_at_fork"):
-            # A forked child (gunicorn, multiprocessing) inherits the parent's sessions and
-            # possibly a lock held mid-update: start it afresh, through a weak reference so
-            # the hook does not keep a dropped processor alive.
-            reference = weakref.ref(self)
-
-            def after_fork_in_child() -> None:
-                processor = reference()
-                if processor is not None:
-                    processor._after_fork()
-
-            os.register_at_fork(after_in_child=after_fork_in_child)
+        _start_afresh_in_forked_children(self)
 
     @property
     def shut_down(self) -> bool:
@@ -251,19 +235,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             assert sequence is not None  # neither a step nor numbered returned above
             self._sessions.skip(session, sequence)
             return
-        if sequence is None:  # became a step after it started: number it now
-            sequence = session.sequence.next()
-        try:
-            step = step_from_attributes(
-                attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
-                span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
-                status_error=span.status.status_code is StatusCode.ERROR,
-            )
-        except Exception as exc:  # deliberate: lose this step, not the ones after it
-            _internal_errors.report("processor.step", exc)
-            self._sessions.skip(session, sequence)
-            return
-        self._sessions.step_ended(session, kind, step, attrs, span)
+        self._sessions.step_span_ended(session, span, attrs, kind, sequence)
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:
@@ -310,12 +282,38 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return len(self._store)
 
 
+def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:
+    """A forked child (gunicorn, multiprocessing) inherits the parent's sessions and possibly a
+    lock held mid-update: it starts afresh. A weak reference, so the hook keeps no dropped
+    processor alive."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    reference = weakref.ref(processor)
+
+    def after_fork_in_child() -> None:
+        alive = reference()
+        if alive is not None:
+            alive._after_fork()
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+
+
 def _resolve_mode(mode: str | None) -> str:
     chosen = (mode or os.environ.get(OTEL_AGENTGUARD_MODE) or "observe").strip().lower()
     if chosen not in MODES:
         source = "mode" if mode else OTEL_AGENTGUARD_MODE
         raise ValueError(f"{source}: expected 'observe' or 'enforce', got {chosen!r}")
     return chosen
+
+
+def _store_limits(max_sessions: int | None, idle_timeout_s: float | None) -> tuple[int, float]:
+    """The given limits, else the environment's, else the defaults."""
+    return (
+        max_sessions if max_sessions is not None
+        else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
+        idle_timeout_s if idle_timeout_s is not None
+        else _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, float),
+    )
 
 
 def _env_number(name: str, default: Any, kind: type) -> Any:
