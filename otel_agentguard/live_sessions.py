@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
@@ -30,7 +29,7 @@ from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy
 from otel_agentguard.probes import Alert
 from otel_agentguard.session_resolution import enclosing_session
-from otel_agentguard.steps import Step, step_from_attributes
+from otel_agentguard.steps import Step
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
@@ -85,21 +84,9 @@ class LiveSessions:
         return LiveSession(session_id, judge, sequence, enforcer, implicit)
 
     # --- steps ---------------------------------------------------------------------------------
-    def step_span_ended(self, session: LiveSession, span: ReadableSpan, attrs: Mapping[str, Any], kind: str,
-                        sequence: int | None) -> None:
-        """A step span of the session ended: its step, what it implies, judged in sequence order."""
-        if sequence is None:  # became a step after it started: number it now
-            sequence = session.sequence.next()
-        try:
-            step = step_from_attributes(
-                attrs, kind=kind, session_id=session.session_id, sequence=sequence, policy=self.policy,
-                span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
-                status_error=span.status.status_code is StatusCode.ERROR,
-            )
-        except Exception as exc:  # deliberate: lose this step, not the ones after it
-            _internal_errors.report("processor.step", exc)
-            self.skip(session, sequence)
-            return
+    def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
+                   span: ReadableSpan) -> None:
+        """A step span ended: derive what it implies, release what is in order, judge it."""
         with session.lock:
             repeated, session.last_response_id = same_response(kind, attrs, session.last_response_id)
             if repeated:  # the same model call seen a second time

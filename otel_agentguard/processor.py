@@ -53,7 +53,7 @@ from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import SESSION_ATTRIBUTES, named_session, session_in_context, span_attributes
-from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_kind
+from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
 logger = logging.getLogger(__name__)
@@ -235,7 +235,19 @@ class AgentGuardSpanProcessor(SpanProcessor):
             assert sequence is not None  # neither a step nor numbered returned above
             self._sessions.skip(session, sequence)
             return
-        self._sessions.step_span_ended(session, span, attrs, kind, sequence)
+        if sequence is None:  # became a step after it started: number it now
+            sequence = session.sequence.next()
+        try:
+            step = step_from_attributes(
+                attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
+                span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
+                status_error=span.status.status_code is StatusCode.ERROR,
+            )
+        except Exception as exc:  # deliberate: lose this step, not the ones after it
+            _internal_errors.report("processor.step", exc)
+            self._sessions.skip(session, sequence)
+            return
+        self._sessions.step_ended(session, kind, step, attrs, span)
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:

@@ -358,7 +358,7 @@ def _raise(*args, **kwargs):
 FAULTS = {
     "otel_agentguard.policy.Policy.fingerprinter": {"tool.start"},
     "otel_agentguard._tool_span.is_empty": {"tool.result"},
-    "otel_agentguard.live_sessions.step_from_attributes": {"processor.step"},
+    "otel_agentguard.processor.step_from_attributes": {"processor.step"},
     "otel_agentguard.probes.tool_loop.ToolLoop.observe": {"probe.tool_loop"},
     "otel_agentguard.metrics.GuardMetrics.stall": {"processor.on_end", "processor.end_session"},
     "otel_agentguard.metrics.GuardMetrics.session_ended": {"processor.on_end", "processor.end_session"},
@@ -403,7 +403,7 @@ def test_an_injected_fault_anywhere_is_contained_and_counted(fault, result, with
 
 
 @pytest.mark.parametrize("fault", ["otel_agentguard.policy.Policy.fingerprinter",
-                                   "otel_agentguard.live_sessions.step_from_attributes",
+                                   "otel_agentguard.processor.step_from_attributes",
                                    "otel_agentguard.probes.tool_loop.ToolLoop.observe",
                                    "otel_agentguard.judge.SessionJudge.finish"])
 def test_the_faults_above_do_fire(fault):
