@@ -73,6 +73,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
     steps up to and including a final answer. Sequence numbers keep counting
     when a session id comes back for another run.
 
+    Beside the SDK's four methods, the class is the surface that ``ag.session``,
+    the wrappers' enforcement hooks and operators call; those are one-line
+    delegations to :class:`LiveSessions` and :class:`LiveEnforcement`, which hold
+    the logic.
+
     Args:
         policy: a :class:`~otel_agentguard.policy.Policy`, a path to a TOML
             policy, or ``None`` for ``OTEL_AGENTGUARD_POLICY`` / the built-in defaults.
