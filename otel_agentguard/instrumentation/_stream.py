@@ -275,7 +275,9 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x pro
 
     async def aclose(self) -> Any:
         try:
-            return await self.__wrapped__.aclose()
+            closing = getattr(self.__wrapped__, "aclose", None) or self.__wrapped__.close  # anthropic's: close()
+            result = closing()
+            return await result if inspect.isawaitable(result) else result
         finally:
             self._self_left(None)
 
