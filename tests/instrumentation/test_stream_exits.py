@@ -502,3 +502,21 @@ def test_leaving_the_with_block_of_a_partly_read_stream_closes_it_early(
     assert span.status.status_code is StatusCode.UNSET
     assert A.STREAM_ABANDONED not in span.attributes
     assert A.FINAL_CLAIMS not in span.attributes
+
+
+def test_a_stream_closed_after_the_finish_reason_holds_a_whole_answer(server: ScriptedModelServer) -> None:
+    with GuardedTracing() as tracing:
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            stream = _openai(server, tracing.tracer, None)
+            for chunk in stream:
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    break
+            stream.close()  # before the usage chunk and the end of the stream
+        finally:
+            instrumentor.uninstrument()
+        span = model_span(tracing)
+    assert A.STREAM_ABANDONED not in span.attributes
+    assert tuple(span.attributes[A.GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
+    assert tuple(span.attributes[A.FINAL_CLAIMS]) == ("write",)
