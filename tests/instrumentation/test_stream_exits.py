@@ -201,14 +201,9 @@ def framework(request: pytest.FixtureRequest) -> Framework:
 
 
 @pytest.fixture
-def tracing(framework: Framework) -> Iterator[GuardedTracing]:
-    with GuardedTracing() as guarded:
-        instrumentor = framework.instrumentor()
-        instrumentor.instrument(tracer_provider=guarded.tracer_provider)
-        try:
-            yield guarded
-        finally:
-            instrumentor.uninstrument()
+def tracing(framework: Framework, instrumented_tracing: Any) -> Iterator[GuardedTracing]:
+    with instrumented_tracing(framework.instrumentor()) as guarded:
+        yield guarded
 
 
 @pytest.fixture(scope="module")
