@@ -4,7 +4,8 @@ How a stream ended is decided here, once, for every framework (:class:`StreamEnd
 
 * **completed**: read to its end;
 * **closed early**: the application closed it before its end (``close()``, ``aclose()``,
-  leaving its ``with`` block, a generator's ``GeneratorExit``). Not an error;
+  leaving its ``with`` block, a generator's ``GeneratorExit``; a ``.stream()`` helper that
+  closes the HTTP response behind the stream, learnt when the stream is collected). Not an error;
 * **abandoned**: garbage-collected before its end, never closed (``break`` out of a loop
   over a stream that nobody closes, a stream dropped half read). Not an error either, but
   marked ``agentguard.stream.abandoned`` on the model span so it never looks completed;
@@ -12,7 +13,8 @@ How a stream ended is decided here, once, for every framework (:class:`StreamEnd
 
 Whatever the end, the call is judged on what the application received: a stream that
 stopped before the model's finish reason arrived holds a partial answer, which is no final
-answer (no claim check, and it does not complete a session); a failed one is an error.
+answer (no claim check, and it does not complete a session); one closed after the finish
+reason holds the whole answer and is judged as one; a failed one is an error.
 
 The provider's stream object is wrapped, not replaced: every attribute and method the
 application uses still works, and the application's own errors pass through untouched.
@@ -42,6 +44,8 @@ from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 
 
 class StreamEnd(enum.Enum):
+    """How a stream ended (see the module docstring); only ``FAILED`` is an error."""
+
     COMPLETED = "completed"
     CLOSED_EARLY = "closed_early"
     ABANDONED = "abandoned"
@@ -101,9 +105,9 @@ class StreamProxy(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x pro
         stream: Any,
         on_chunk: Callable[[Any], None],
         on_done: Callable[[BaseException | None], None] | None = None,
+        *,
         check: Callable[[], None] | None = None,
         on_exhausted: Callable[[], None] | None = None,
-        *,
         on_end: OnEnd | None = None,
         activate: Callable[[], AbstractContextManager[None]] | None = None,
     ):

@@ -306,7 +306,7 @@ def _stream_call(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
 _G = TypeVar("_G")
 
 
-class _Collected:
+class _GeneratorEnd:
     """Tells, at a generator's ``GeneratorExit``, whether it is being garbage-collected.
 
     The interpreter clears a generator's weak references before it closes it on collection,
@@ -322,7 +322,7 @@ class _Collected:
         self._ref = weakref.ref(generator)
         return generator
 
-    def end(self, error: BaseException) -> StreamEnd:
+    def classify(self, error: BaseException) -> StreamEnd:
         if isinstance(error, GeneratorExit) and self._ref is not None and self._ref() is None:
             return StreamEnd.ABANDONED
         return ended_by(error)
@@ -342,7 +342,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel.stream``: returns a generator, like the method it wraps."""
     tracer = context.tracer
 
-    def generate(collected: _Collected, wrapped: Callable[..., Any], instance: Any,
+    def generate(ending: _GeneratorEnd, wrapped: Callable[..., Any], instance: Any,
                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
         call = None
         try:
@@ -368,7 +368,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                 _check(check)  # enforce mode: raises AgentStopped on an answer that repeats itself
                 yield chunk
         except BaseException as exc:
-            end, error = collected.end(exc), exc
+            end, error = ending.classify(exc), exc
             raise
         finally:
             try:
@@ -382,8 +382,8 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Iterator[Any]:
-        collected = _Collected()
-        return collected.watch(generate(collected, wrapped, instance, args, kwargs))
+        ending = _GeneratorEnd()
+        return ending.watch(generate(ending, wrapped, instance, args, kwargs))
 
     return wrapper
 
@@ -392,7 +392,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
     """``BaseChatModel.astream``: returns an async generator, like the method it wraps."""
     tracer = context.tracer
 
-    async def generate(collected: _Collected, wrapped: Callable[..., Any], instance: Any,
+    async def generate(ending: _GeneratorEnd, wrapped: Callable[..., Any], instance: Any,
                        args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         call = None
         try:
@@ -419,7 +419,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 _check(check)
                 yield chunk
         except BaseException as exc:
-            end, error = collected.end(exc), exc
+            end, error = ending.classify(exc), exc
             raise
         finally:
             try:
@@ -433,8 +433,8 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> AsyncIterator[Any]:
-        collected = _Collected()
-        return collected.watch(generate(collected, wrapped, instance, args, kwargs))
+        ending = _GeneratorEnd()
+        return ending.watch(generate(ending, wrapped, instance, args, kwargs))
 
     return wrapper
 
