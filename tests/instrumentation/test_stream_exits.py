@@ -515,3 +515,25 @@ def test_a_stream_closed_after_the_finish_reason_holds_a_whole_answer(server: Sc
     assert A.STREAM_ABANDONED not in span.attributes
     assert tuple(span.attributes[A.GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
     assert tuple(span.attributes[A.FINAL_CLAIMS]) == ("write",)
+
+
+@pytest.mark.parametrize("application", ["reads_the_body_itself", "drops_it_unread"])
+def test_a_raw_streamed_response_never_parsed_is_abandoned_only_when_unread(
+    server: ScriptedModelServer, application: str
+) -> None:
+    with GuardedTracing() as tracing:
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
+        try:
+            client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=[{"role": "user", "content": "Refund?"}], stream=True)
+            if application == "reads_the_body_itself":
+                assert any(line.startswith("data:") for line in raw.http_response.iter_lines())
+            del raw
+            gc.collect()
+        finally:
+            instrumentor.uninstrument()
+        span = model_span(tracing)
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.attributes.get(A.STREAM_ABANDONED) is (True if application == "drops_it_unread" else None)

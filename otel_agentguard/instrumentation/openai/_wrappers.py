@@ -141,7 +141,10 @@ class _RawStream(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x prox
 
     def __del__(self) -> None:
         if self._self_parsed is None:  # never parsed: nothing more to learn about this call
-            end_model_call(self._self_call, None, StreamEnd.ABANDONED, collected=True)
+            # A body the application read (or closed) itself was not abandoned.
+            read = getattr(getattr(self.__wrapped__, "http_response", None), "is_closed", None) is True
+            end = StreamEnd.CLOSED_EARLY if read else StreamEnd.ABANDONED
+            end_model_call(self._self_call, None, end, collected=True)
 
 
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
