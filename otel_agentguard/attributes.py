@@ -40,6 +40,9 @@ NESTED_STEP = "agentguard.step.nested"
 # (chunk count, most copies in a row, most repeated characters, and the first finding with
 # its character offsets); enough for a replay to reach the live verdict.
 OUTPUT_REPETITION = "agentguard.output.repetition"
+# True on a model span whose stream was garbage-collected before its end, never closed: the
+# call ended with what the application had read (a partial answer is no final answer).
+STREAM_ABANDONED = "agentguard.stream.abandoned"
 # On a model span: how many repairs the opt-in history middleware made to the request.
 HISTORY_REPAIRED = "agentguard.history.repaired"
 STOP_REASON = "agentguard.stop_reason"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_agentguard.policy import Policy, load_policy  # noqa: E402
 from otel_agentguard.replay.cli import EXAMPLES  # noqa: E402
+from otel_agentguard.testing import GuardedTracing  # noqa: E402
 
 
 @pytest.fixture
@@ -49,3 +52,25 @@ def meter_provider(metric_reader: InMemoryMetricReader) -> Iterator[MeterProvide
     provider = MeterProvider(metric_readers=[metric_reader])
     yield provider
     provider.shutdown()
+
+
+@contextmanager
+def _instrumented(
+    *instrumentors: Any, policy: Any = None, mode: str = "observe", **options: Any
+) -> Iterator[GuardedTracing]:
+    with GuardedTracing(policy, mode) as tracing:
+        for instrumentor in instrumentors:
+            instrumentor.instrument(tracer_provider=tracing.tracer_provider, **options)
+        try:
+            yield tracing
+        finally:
+            for instrumentor in reversed(instrumentors):
+                instrumentor.uninstrument()
+
+
+@pytest.fixture(scope="session")
+def instrumented_tracing() -> Callable[..., AbstractContextManager[GuardedTracing]]:
+    """``with instrumented_tracing(OpenAIInstrumentor(), policy=P, mode="enforce") as tracing``:
+    a :class:`GuardedTracing` with the instrumentors instrumented on its provider (``options``
+    go to ``instrument()``), uninstrumented on the way out. Usable from fixtures of any scope."""
+    return _instrumented

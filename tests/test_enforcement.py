@@ -36,14 +36,9 @@ effect = "write"
 
 
 @pytest.fixture
-def enforced():
-    with GuardedTracing(POLICY, mode="enforce") as tracing:
-        instrumentor = OpenAIInstrumentor()
-        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            instrumentor.uninstrument()
+def enforced(instrumented_tracing):
+    with instrumented_tracing(OpenAIInstrumentor(), policy=POLICY, mode="enforce") as tracing:
+        yield tracing
 
 
 class Agent:

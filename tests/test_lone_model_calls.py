@@ -17,14 +17,10 @@ MESSAGES = [{"role": "user", "content": "Summarise this ticket."}]
 
 
 @pytest.fixture
-def tracing():
-    with GuardedTracing(parse_policy("[profiles.default]\nmax_model_calls = 3\n")) as tracing:
-        instrumentor = OpenAIInstrumentor()
-        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            instrumentor.uninstrument()
+def tracing(instrumented_tracing):
+    policy = parse_policy("[profiles.default]\nmax_model_calls = 3\n")
+    with instrumented_tracing(OpenAIInstrumentor(), policy=policy) as tracing:
+        yield tracing
 
 
 def verdict_spans(tracing: GuardedTracing):

@@ -204,16 +204,9 @@ _sessions = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def guarded():
-    with GuardedTracing(POLICY, mode="enforce") as tracing:
-        instrumentors = [OpenAIInstrumentor(), AnthropicInstrumentor()]
-        for instrumentor in instrumentors:
-            instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            for instrumentor in instrumentors:
-                instrumentor.uninstrument()
+def guarded(instrumented_tracing):
+    with instrumented_tracing(OpenAIInstrumentor(), AnthropicInstrumentor(), policy=POLICY, mode="enforce") as tracing:
+        yield tracing
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -236,14 +236,19 @@ class ModelCall:
 
         return check
 
+    @property
+    def done(self) -> bool:
+        return self._done
+
     def finish(self, result: ModelResult | None, error: BaseException | None = None, *,
-               abandoned: bool = False) -> None:
+               collected: bool = False) -> None:
         """Record the outcome and end our span. Idempotent: streams may end several ways.
 
-        ``abandoned``: the stream was garbage-collected unfinished. An enclosing span we
-        only enriched is ended too if it is still open: the instrumentation that made it
-        (openai-v2's stream wrapper) has no finaliser, and an unended span is never
-        exported, so the call would vanish from the trace and from the judge.
+        ``collected``: the stream's end was noticed when it was garbage-collected. An
+        enclosing span we only enriched is ended too if it is still open: the
+        instrumentation that made it (openai-v2's stream wrapper) has no finaliser, and an
+        unended span is never exported, so the call would vanish from the trace and from
+        the judge.
         """
         if self._done:
             return
@@ -258,7 +263,7 @@ class ModelCall:
         except Exception as exc:  # deliberate
             _internal_errors.report("model_call.finish", exc)
         finally:
-            if self.owned or (abandoned and self.span.is_recording()):
+            if self.owned or (collected and self.span.is_recording()):
                 self.span.end()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import openai
@@ -38,17 +39,11 @@ def _content_capture_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def tracing(tmp_path: Path) -> Iterator[GuardedTracing]:
-    with GuardedTracing(POLICY) as guarded:
+def tracing(tmp_path: Path, instrumented_tracing: Any) -> Iterator[GuardedTracing]:
+    with instrumented_tracing(OpenAIInstrumentor(), AnthropicInstrumentor(), policy=POLICY) as guarded:
         guarded.tracer_provider.add_span_processor(
             SimpleSpanProcessor(OTLPJsonLinesSpanExporter(str(tmp_path / "trace.jsonl"))))
-        OpenAIInstrumentor().instrument(tracer_provider=guarded.tracer_provider)
-        AnthropicInstrumentor().instrument(tracer_provider=guarded.tracer_provider)
-        try:
-            yield guarded
-        finally:
-            OpenAIInstrumentor().uninstrument()
-            AnthropicInstrumentor().uninstrument()
+        yield guarded
 
 
 def openai_stream(server: ScriptedModelServer) -> str:

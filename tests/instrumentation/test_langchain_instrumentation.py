@@ -43,14 +43,9 @@ USER = {"messages": [{"role": "user", "content": "Where is order A1?"}]}
 
 
 @pytest.fixture
-def tracing() -> Iterator[GuardedTracing]:
-    with GuardedTracing(POLICY) as tracing:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            instrumentor.uninstrument()
+def tracing(instrumented_tracing) -> Iterator[GuardedTracing]:
+    with instrumented_tracing(LangChainInstrumentor(), policy=POLICY) as tracing:
+        yield tracing
 
 
 @pytest.fixture(scope="module")

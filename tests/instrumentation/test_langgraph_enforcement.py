@@ -13,7 +13,6 @@ from otel_agentguard.history import history_problems
 from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.scripted_model import Request, ScriptedModelServer, Turn
-from otel_agentguard.testing import GuardedTracing
 
 ChatOpenAI = pytest.importorskip("langchain_openai").ChatOpenAI
 POLICY = parse_policy("[profiles.default]\nmax_steps = 40\nmax_tokens = 100000\n")
@@ -33,15 +32,10 @@ def looping(request: Request) -> Turn:
 
 
 @pytest.fixture
-def enforced():
+def enforced(instrumented_tracing):
     calls.clear()
-    with GuardedTracing(POLICY, mode="enforce") as tracing:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            instrumentor.uninstrument()
+    with instrumented_tracing(LangChainInstrumentor(), policy=POLICY, mode="enforce") as tracing:
+        yield tracing
 
 
 def agent(server: ScriptedModelServer):

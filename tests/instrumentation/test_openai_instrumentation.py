@@ -25,14 +25,9 @@ MESSAGES = [{"role": "user", "content": "Where is my parcel?"}]
 
 
 @pytest.fixture
-def tracing():
-    with GuardedTracing(POLICY) as tracing:
-        instrumentor = OpenAIInstrumentor()
-        instrumentor.instrument(tracer_provider=tracing.tracer_provider)
-        try:
-            yield tracing
-        finally:
-            instrumentor.uninstrument()
+def tracing(instrumented_tracing):
+    with instrumented_tracing(OpenAIInstrumentor(), policy=POLICY) as tracing:
+        yield tracing
 
 
 def model_spans(tracing: GuardedTracing):

@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -94,14 +95,9 @@ def server() -> Iterator[ScriptedModelServer]:
 
 
 @pytest.fixture
-def tracing() -> Iterator[GuardedTracing]:
-    with GuardedTracing() as guarded:
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=guarded.tracer_provider)
-        try:
-            yield guarded
-        finally:
-            instrumentor.uninstrument()
+def tracing(instrumented_tracing: Any) -> Iterator[GuardedTracing]:
+    with instrumented_tracing(LangChainInstrumentor()) as guarded:
+        yield guarded
 
 
 def chat_model(server: ScriptedModelServer) -> ChatOpenAI:

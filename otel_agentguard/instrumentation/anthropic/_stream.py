@@ -11,7 +11,7 @@ of these read the ``MessageStream``'s raw event stream, so that raw stream is
 what gets the :class:`StreamProxy`; the application keeps the SDK's own
 ``MessageStream`` object. The span ends exactly once: when the raw stream is
 exhausted, closed (leaving the ``with`` block closes it), fails, or is
-garbage-collected.
+garbage-collected (see :class:`~otel_agentguard.instrumentation._stream.StreamEnd`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import wrapt
 
 from otel_agentguard import _internal_errors
 from otel_agentguard.instrumentation._model_call import ModelCall
-from otel_agentguard.instrumentation._stream import StreamProxy
+from otel_agentguard.instrumentation._stream import StreamEnd, StreamProxy, end_model_call
 from otel_agentguard.instrumentation.anthropic._extract import MessageEvents
 
 StartCall = Callable[[], "ModelCall | None"]
@@ -32,8 +32,7 @@ StartCall = Callable[[], "ModelCall | None"]
 def observe_stream(stream: Any, call: ModelCall) -> Any:
     """Proxy a ``stream=True`` return (``Stream`` / ``AsyncStream``) so it ends ``call`` itself."""
     events = MessageEvents()
-    return StreamProxy(stream, events.add, lambda error: call.finish(events.result, error),
-                       call.repetition_check(lambda: events.result), on_exhausted=call.after)
+    return StreamProxy.for_call(stream, call, events.add, lambda: events.result)
 
 
 def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEvents:
@@ -41,9 +40,7 @@ def _observe_message_stream(message_stream: Any, call: ModelCall) -> MessageEven
     events = MessageEvents()
     try:
         raw = message_stream._raw_stream
-        message_stream._raw_stream = StreamProxy(raw, events.add, lambda error: call.finish(events.result, error),
-                                                 call.repetition_check(lambda: events.result),
-                                                 on_exhausted=call.after)
+        message_stream._raw_stream = StreamProxy.for_call(raw, call, events.add, lambda: events.result)
     except Exception as exc:  # deliberate: an SDK whose MessageStream keeps its events elsewhere
         # End the span now rather than never; the application's stream is untouched.
         _internal_errors.report("anthropic.message_stream", exc)
@@ -113,4 +110,4 @@ def _fail(call: ModelCall | None, events: MessageEvents | None, exc: BaseExcepti
     A no-op when the stream had already ended (``finish`` is idempotent).
     """
     if exc is not None and call is not None:
-        call.finish(events.result if events is not None else None, exc)
+        end_model_call(call, events.result if events is not None else None, StreamEnd.FAILED, exc)

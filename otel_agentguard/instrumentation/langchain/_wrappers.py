@@ -29,10 +29,11 @@ langchain-core 0.1:
   per prompt for ``invoke``, ``ainvoke``, ``batch`` and ``generate``, including
   the streaming LangGraph does internally (``stream_mode="messages"``);
 * ``BaseChatModel.stream`` / ``astream``: the public streaming API, which does
-  not go through the above. The wrapper is itself a generator: the span starts
+  not go through the above. The wrapper returns a generator: the span starts
   at the first chunk asked for (like the call itself), our span is current only
   while the model produces a chunk (never while the application holds one), and
-  it ends exactly once on exhaustion, error, ``close()`` or garbage collection.
+  it ends exactly once on exhaustion, error, ``close()`` or garbage collection,
+  classified as every stream is (``instrumentation/_stream.py``).
 
 Every wrapper follows the instrumentor pattern: suppressed, call straight
 through; read the call in ``try`` (a failure costs the telemetry, never the
@@ -42,8 +43,9 @@ call); call the original; an exception is recorded and re-raised as it is.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -56,6 +58,7 @@ from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
+from otel_agentguard.instrumentation._stream import StreamEnd, end_model_call, ended_by
 from otel_agentguard.instrumentation.langchain import _extract, _session
 
 logger = logging.getLogger(__name__)
@@ -296,17 +299,46 @@ def _stream_call(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
     return messages, stop, config, extra
 
 
-def _is_generator_exit(exc: BaseException) -> bool:
-    # The consumer stopped early (close(), break, garbage collection): not a failed call.
-    return isinstance(exc, GeneratorExit)
+_G = TypeVar("_G")
+
+
+class _GeneratorEnd:
+    """Tells, at a generator's ``GeneratorExit``, whether it is being garbage-collected.
+
+    The interpreter clears a generator's weak references before it closes it on collection,
+    so a dead reference means nobody closed it: the stream was abandoned, not closed early.
+    """
+
+    __slots__ = ("_ref",)
+
+    def __init__(self) -> None:
+        self._ref: weakref.ref[Any] | None = None
+
+    def watch(self, generator: _G) -> _G:
+        self._ref = weakref.ref(generator)
+        return generator
+
+    def classify(self, error: BaseException) -> StreamEnd:
+        if isinstance(error, GeneratorExit) and self._ref is not None and self._ref() is None:
+            return StreamEnd.ABANDONED
+        return ended_by(error)
+
+
+def _end(call: ModelCall, accumulator: _extract.StreamAccumulator, end: StreamEnd,
+         error: BaseException | None) -> None:
+    try:
+        result = accumulator.result() if end is not StreamEnd.FAILED else None
+    except Exception as exc:  # deliberate: the call ended; only its telemetry is lost
+        _internal_errors.report("langchain.chat.result", exc)
+        result = None
+    end_model_call(call, result, end, error, collected=end is StreamEnd.ABANDONED)
 
 
 def stream_wrapper(context: InstrumentationContext) -> Wrapper:
-    """``BaseChatModel.stream``: a generator, like the method it wraps."""
+    """``BaseChatModel.stream``: returns a generator, like the method it wraps."""
 
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Iterator[Any]:
+    def generate(ending: _GeneratorEnd, wrapped: Callable[..., Any], instance: Any,
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
         call = None
         try:
             messages, stop, config, extra = _stream_call(instance, args, kwargs)
@@ -318,8 +350,7 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
             return
         accumulator = _extract.StreamAccumulator()
         check = call.repetition_check(accumulator.partial)
-        error: BaseException | None = None
-        finished = False
+        end, error = StreamEnd.COMPLETED, None
         chunks = wrapped(*args, **kwargs)
         try:
             while True:
@@ -331,11 +362,8 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                 _add(accumulator, chunk)
                 _check(check)  # enforce mode: raises AgentStopped on an answer that repeats itself
                 yield chunk
-            _finish(call, accumulator.result, None)
-            finished = True
-            call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
         except BaseException as exc:
-            error = None if _is_generator_exit(exc) else exc
+            end, error = ending.classify(exc), exc
             raise
         finally:
             try:
@@ -343,18 +371,23 @@ def stream_wrapper(context: InstrumentationContext) -> Wrapper:
                 if close is not None:
                     close()
             finally:
-                if not finished:
-                    _finish(call, accumulator.result, error)
+                _end(call, accumulator, end, error)
+        call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Iterator[Any]:
+        ending = _GeneratorEnd()
+        return ending.watch(generate(ending, wrapped, instance, args, kwargs))
 
     return wrapper
 
 
 def astream_wrapper(context: InstrumentationContext) -> Wrapper:
-    """``BaseChatModel.astream``: an async generator, like the method it wraps."""
+    """``BaseChatModel.astream``: returns an async generator, like the method it wraps."""
 
-    async def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> AsyncIterator[Any]:
+    async def generate(ending: _GeneratorEnd, wrapped: Callable[..., Any], instance: Any,
+                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         call = None
         try:
             messages, stop, config, extra = _stream_call(instance, args, kwargs)
@@ -368,8 +401,7 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
             return
         accumulator = _extract.StreamAccumulator()
         check = call.repetition_check(accumulator.partial)
-        error: BaseException | None = None
-        finished = False
+        end, error = StreamEnd.COMPLETED, None
         try:
             while True:
                 with call.activated():
@@ -380,11 +412,8 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 _add(accumulator, chunk)
                 _check(check)
                 yield chunk
-            _finish(call, accumulator.result, None)
-            finished = True
-            call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
         except BaseException as exc:
-            error = None if _is_generator_exit(exc) else exc
+            end, error = ending.classify(exc), exc
             raise
         finally:
             try:
@@ -392,8 +421,14 @@ def astream_wrapper(context: InstrumentationContext) -> Wrapper:
                 if aclose is not None:
                     await aclose()
             finally:
-                if not finished:
-                    _finish(call, accumulator.result, error)
+                _end(call, accumulator, end, error)
+        call.after(_call_session(call))  # enforce mode: a refused streamed answer ends here
+
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> AsyncIterator[Any]:
+        ending = _GeneratorEnd()
+        return ending.watch(generate(ending, wrapped, instance, args, kwargs))
 
     return wrapper
 

@@ -21,7 +21,7 @@ from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.history import repair_history
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
-from otel_agentguard.instrumentation._stream import StreamProxy
+from otel_agentguard.instrumentation._stream import StreamEnd, StreamProxy, end_model_call
 from otel_agentguard.instrumentation.openai import _extract
 
 PROVIDER = "openai"
@@ -112,10 +112,7 @@ def _stream_of(returned: Any, call: ModelCall, api: _Api) -> Any:
     if callable(getattr(returned, "parse", None)):
         return _RawStream(returned, call, api)  # with_raw_response / with_streaming_response
     accumulator = api.accumulator()
-    return StreamProxy(returned, accumulator.add, lambda error: call.finish(accumulator.result, error),
-                       call.repetition_check(lambda: accumulator.result),
-                       on_abandoned=lambda: call.finish(accumulator.result, abandoned=True),
-                       on_exhausted=call.after)
+    return StreamProxy.for_call(returned, call, accumulator.add, lambda: accumulator.result)
 
 
 class _RawStream(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x proxies take no subscript at runtime
@@ -145,7 +142,10 @@ class _RawStream(wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt 1.x prox
 
     def __del__(self) -> None:
         if self._self_parsed is None:  # never parsed: nothing more to learn about this call
-            self._self_call.finish(None, abandoned=True)
+            # A body the application read (or closed) itself was not abandoned.
+            read = getattr(getattr(self.__wrapped__, "http_response", None), "is_closed", None) is True
+            end = StreamEnd.CLOSED_EARLY if read else StreamEnd.ABANDONED
+            end_model_call(self._self_call, None, end, collected=True)
 
 
 def create_wrapper(api: _Api) -> Callable[[InstrumentationContext], Callable[..., Any]]:
