@@ -31,6 +31,7 @@ except ImportError:  # optional: the standard library's encoder is used
     _orjson = None  # type: ignore[assignment]  # checked before use
 
 _MAX_DEPTH = 64
+_LEVEL_COST = 64  # a level checked costs about as much as this many values
 _SHORT_TEXT = 256  # longer string values count against the walk's text budget
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
@@ -79,8 +80,8 @@ def _str_keys_only(dict_levels: list[list[dict[Any, Any]]]) -> bool:
 
 
 def check(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
-    """``Plain`` when an encoder writes ``value``'s canonical form; otherwise the number of
-    values looked at before giving up (the caller bounds the wasted work)."""
+    """``Plain`` when an encoder writes ``value``'s canonical form; otherwise what giving up
+    cost, in values (each level counts as ``_LEVEL_COST`` more; the caller bounds the waste)."""
     kind = type(value)
     dicts: list[Any] = [value] if kind is dict else []
     sequences: list[Any] = [value] if kind is list or kind is tuple else []
@@ -88,27 +89,28 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
     text = 0
     orjson_ok = _orjson_agrees
     unchecked: list[list[dict[Any, Any]]] = []  # dicts whose key types orjson is left to check
+    levels = 1
     while True:
         if depth >= _MAX_DEPTH:
-            return entries
+            return entries + _LEVEL_COST * levels
         entries += sum(map(len, dicts)) + sum(map(len, sequences))
         if entries > entries_left:
-            return entries
+            return entries + _LEVEL_COST * levels
         if dicts:
             keys = chain.from_iterable(dicts)  # exact dicts: the builtin iterator, no application code
             if not special.isdisjoint(keys):
-                return entries
+                return entries + _LEVEL_COST * levels
             if orjson_ok:  # orjson takes exact str keys only (it raises on any other; checked at import)
                 unchecked.append(dicts)
             elif not _STR_ONLY.issuperset(map(type, chain.from_iterable(dicts))):
-                return entries
+                return entries + _LEVEL_COST * levels
             values = [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(sequences)]
         else:
             values = [*chain.from_iterable(sequences)]
         kinds = [*map(type, values)]
         present = set(kinds)
         if not present <= _ALLOWED:
-            return entries
+            return entries + _LEVEL_COST * levels
         if str in present:
             strings = [*compress(values, map(_is_str, kinds))]
             if not _NUMBER_START.isdisjoint(map(_first, strings)):
@@ -116,15 +118,15 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
                 # one can only make it look numeric: then the reference walker writes the value).
                 looks_numeric = compress(strings, map(_starts_like_number, map(_first, strings)))
                 if _number_between_nuls("\x00" + "\x00".join(looks_numeric)) is not None:
-                    return entries
+                    return entries + _LEVEL_COST * levels
             if max(map(len, strings)) > _SHORT_TEXT:
                 text += sum(filter(_is_long, map(len, strings)))
                 if text > text_left:
-                    return entries
+                    return entries + _LEVEL_COST * levels
         if float in present:
             floats = [*compress(values, map(_is_float, kinds))]
             if any(map(float.is_integer, floats)):
-                return entries
+                return entries + _LEVEL_COST * levels
             if orjson_ok:
                 magnitudes = [*map(abs, floats)]
                 # A NaN or an infinity makes the sum non-finite; then min and max are reliable.
@@ -145,6 +147,7 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
             dicts = [*compress(nested, map(_is_dict, nested_kinds))]
             sequences = [*compress(nested, map(_is_sequence, nested_kinds))]
         depth += 1
+        levels += 1
 
 
 def encode(value: Any, plain: Plain) -> str | None:
