@@ -49,6 +49,7 @@ import hashlib
 import itertools
 import json.encoder
 import logging
+import operator
 import os
 import re
 import threading
@@ -202,6 +203,7 @@ _labels: dict[str, str] = {}
 _DATETIMES = (datetime.datetime, datetime.time)
 _PATHS = frozenset({PurePath, PurePosixPath, PureWindowsPath, Path, PosixPath, WindowsPath})
 _STR_ONLY = frozenset({str})
+_first_item = operator.itemgetter(0)
 
 
 def _str_text(value: str) -> str:
@@ -293,7 +295,7 @@ class _Canonicalizer:
         walk = walk or _Walk()
         try:
             kind = type(value)
-            if kind is dict or kind is list or kind is tuple:
+            if (kind is dict or kind is list or kind is tuple) and len(value) >= _BULK_MIN:
                 text = self._bulk(value, 0, walk)
                 if text is not None:
                     return text, tuple(sorted(value)) if kind is dict else None
@@ -402,7 +404,7 @@ class _Canonicalizer:
                 parts.append(label + text)
         finally:
             active.discard(marker)
-        keys = tuple([key for key, _ in entries]) if want_keys else None
+        keys = tuple(map(_first_item, entries)) if want_keys else None
         if readable < size:
             parts.append("…")
         return "{" + ",".join(parts) + "}", keys
@@ -687,6 +689,9 @@ class ArgumentsFingerprint(NamedTuple):
     truncated: bool = False  # past a budget (size, depth): values differing only there compare equal
 
 
+_new_tuple = tuple.__new__
+
+
 class Fingerprinter:
     """Canonical form and keyed hash for one tool's arguments and results.
 
@@ -730,9 +735,16 @@ class Fingerprinter:
         walk = _Walk()
         form, keys = self._canonical.root(arguments, walk)
         data = form.encode("utf-8", "surrogatepass")
-        digest = self._hash_states()[1].copy()
+        states = self._states
+        # The states built for the current process key (or this fingerprinter's own key).
+        if states is not None and states[0] is (_keyed_state if self._key is None else None):
+            digest = states[2].copy()
+        else:
+            digest = self._hash_states()[1].copy()
         digest.update(data)
-        return ArgumentsFingerprint(digest.hexdigest(), keys or (), len(data), walk.opaque, walk.truncated)
+        # tuple.__new__: the NamedTuple's generated __new__ is Python code, a frame per call.
+        return _new_tuple(ArgumentsFingerprint, (digest.hexdigest(), keys or (), len(data), walk.opaque,
+                                                  walk.truncated))
 
     def result(self, result: Any) -> str:
         digest: hashlib.blake2b = self._hash_states()[0].copy()
