@@ -99,8 +99,10 @@ def test_values_mixing_builtins_and_other_types_get_the_reference_form(encoder: 
     assert fast == reference
 
 
-@settings(PROPS, max_examples=25)
-@given(value=st.dictionaries(text, plain, min_size=8, max_size=20), nesting=st.integers(0, 70),
+@settings(PROPS, max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                         HealthCheck.data_too_large])
+@given(value=st.dictionaries(text, scalars | st.lists(scalars, max_size=4), min_size=8, max_size=12),
+       nesting=st.integers(0, 70),
        width=st.sampled_from([1, 1, 1, 9]))
 def test_fingerprints_and_flags_are_the_reference_ones(encoder: str, value: dict[str, Any], nesting: int,
                                                        width: int) -> None:
