@@ -132,8 +132,10 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
                 # A NaN or an infinity makes the sum non-finite; then min and max are reliable.
                 orjson_ok = (math.isfinite(sum(magnitudes)) and min(magnitudes) >= _ORJSON_LOW
                              and max(magnitudes) < _ORJSON_HIGH)
-                if not orjson_ok and not _str_keys_only(unchecked):
-                    return entries  # the key check skipped above, now that the stdlib encoder writes it
+                if not orjson_ok:  # the stdlib encoder writes it: the key check skipped above, now
+                    if not _str_keys_only(unchecked):
+                        return entries + _LEVEL_COST * levels
+                    unchecked.clear()
         containers = present & _CONTAINERS
         if not containers:
             return Plain(entries, text, orjson_ok, not unchecked)

@@ -202,3 +202,10 @@ def test_wide_integers_and_non_finite_floats_use_the_stdlib_encoder_or_the_walke
     for value in ([2**64] * 9, [math.nan, math.inf] * 5, [10**5000] * 9, [1e-5] * 9):
         fast, reference = _both(value)
         assert fast == reference
+    # Keys left to orjson to check are checked once a float sends the value to the stdlib encoder.
+    value = {str(i): {"x": [1e-5, 0.5]} for i in range(9)}
+    walk = _Walk()
+    assert _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset())._bulk(value, 0, walk) == _both(value)[1]
+    assert walk.left == 50_000 - 9 - 9 - 18
+    refused = _plain_json.check({str(i): {1: [1e-5]} for i in range(9)}, 0, 50_000, 1 << 22, frozenset())
+    assert type(refused) is int  # an int key: neither encoder writes the canonical form
