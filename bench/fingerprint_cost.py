@@ -1,5 +1,8 @@
 """(2) Fingerprint cost: small, medium and 10 KB nested arguments, beside the naive
-``json.dumps(sort_keys=True)`` + sha256 (which has none of the canonical semantics)."""
+``json.dumps(sort_keys=True)`` + sha256 (which has none of the canonical semantics).
+
+Measured with orjson (the ``fast`` extra) when it is installed and, in the same interleaved
+run, without it (the standard library's encoder), so both figures come from one machine state."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 
 from bench import payloads
 from bench._harness import Report, interleave, per_repeat, progress
+from otel_agentguard import _plain_json
 from otel_agentguard.fingerprint import Fingerprinter
 
 TARGETS_US = {"small": 3.0, "10 KB": 100.0}
@@ -24,6 +28,18 @@ def _per_call_us(fn: Callable[[], Any], calls: int) -> Callable[[], float]:
         return (time.perf_counter() - start) / calls * 1e6
 
     return measure
+
+
+def _without_orjson(measure: Callable[[], float]) -> Callable[[], float]:
+    def measured() -> float:
+        saved = _plain_json._orjson_agrees
+        _plain_json._orjson_agrees = False
+        try:
+            return measure()
+        finally:
+            _plain_json._orjson_agrees = saved
+
+    return measured
 
 
 def run(report: Report, repeats: int, quick: bool) -> None:
@@ -41,10 +57,18 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         ours = lambda value=value: fingerprinter.arguments(value)  # noqa: E731
         naive = lambda value=value: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()  # noqa: E731
         ours()
-        samples = interleave({"ours": _per_call_us(ours, calls), "naive": _per_call_us(naive, calls)}, repeats)
+        variants = {"ours": _per_call_us(ours, calls), "naive": _per_call_us(naive, calls)}
+        with_orjson = _plain_json._orjson_agrees
+        if with_orjson:
+            variants["stdlib"] = _without_orjson(_per_call_us(ours, calls))
+        samples = interleave(variants, repeats)
         target = TARGETS_US.get(name)
-        report.add("2 fingerprint", f"{name} ({size} B): agentguard", samples["ours"], "us",
+        label = "agentguard with orjson" if with_orjson else "agentguard (no orjson)"
+        report.add("2 fingerprint", f"{name} ({size} B): {label}", samples["ours"], "us",
                    f"<= {target:g} us" if target else "", (lambda m, t=target: m <= t) if target else None)
+        if with_orjson:
+            report.add("2 fingerprint", f"{name}: agentguard without orjson", samples["stdlib"], "us",
+                       f"<= {target:g} us" if target else "", (lambda m, t=target: m <= t) if target else None)
         report.add("2 fingerprint", f"{name}: naive json.dumps+sha256", samples["naive"], "us")
         report.add("2 fingerprint", f"{name}: agentguard / naive", per_repeat(samples["ours"], samples["naive"],
                                                                              lambda a, b: a / b), "x")

@@ -49,6 +49,7 @@ import hashlib
 import itertools
 import json.encoder
 import logging
+import operator
 import os
 import re
 import threading
@@ -56,7 +57,7 @@ import uuid
 from pathlib import Path, PosixPath, PurePath, PurePosixPath, PureWindowsPath, WindowsPath
 from typing import Any, NamedTuple
 
-from otel_agentguard import _readable
+from otel_agentguard import _plain_json, _readable
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,8 @@ _MAX_TEXT = 4 << 20  # characters of long strings plus bytes of buffers read per
 # Strings up to this long are read in full and not counted against _MAX_TEXT: with at most
 # _MAX_NODES values per call their total is bounded anyway, and counting them costs the hot path.
 _SHORT_TEXT = 256
+# Containers with fewer entries are walked here; larger ones are first offered to the bulk encoder.
+_BULK_MIN = 8
 _MAX_LABELS = 8192  # quoted keys remembered, for all tools together
 _MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
 
@@ -200,6 +203,7 @@ _labels: dict[str, str] = {}
 _DATETIMES = (datetime.datetime, datetime.time)
 _PATHS = frozenset({PurePath, PurePosixPath, PureWindowsPath, Path, PosixPath, WindowsPath})
 _STR_ONLY = frozenset({str})
+_first_item = operator.itemgetter(0)
 
 
 def _str_text(value: str) -> str:
@@ -240,7 +244,7 @@ class _Walk:
     """Per-call state: containers on the current path (cycles), what is left of the
     budgets, and whether anything was opaque or cut off."""
 
-    __slots__ = ("active", "left", "text_left", "opaque", "truncated")
+    __slots__ = ("active", "left", "text_left", "opaque", "truncated", "bulk_left")
 
     def __init__(self) -> None:
         self.active: set[int] = set()
@@ -248,6 +252,8 @@ class _Walk:
         self.text_left = _MAX_TEXT
         self.opaque = False
         self.truncated = False
+        # Values the bulk check may look at in vain before the walker stops asking it.
+        self.bulk_left = _MAX_NODES
 
     def spend(self, count: int) -> int:
         """Take up to ``count`` values from the budget; returns how many may be read."""
@@ -273,11 +279,13 @@ class _Canonicalizer:
     reads only what :mod:`otel_agentguard._readable` allows.
     """
 
-    __slots__ = ("_noise", "_unordered")
+    __slots__ = ("_noise", "_unordered", "_special", "bulk")
 
-    def __init__(self, noise_keys: frozenset[str], unordered_keys: frozenset[str]):
+    def __init__(self, noise_keys: frozenset[str], unordered_keys: frozenset[str], bulk: bool = True):
         self._noise = noise_keys
         self._unordered = unordered_keys
+        self._special = noise_keys | unordered_keys  # keys the bulk encoder cannot honour
+        self.bulk = bulk  # False: the reference walker alone (tests compare the two)
 
     def form(self, value: Any) -> str:
         return self.root(value)[0]
@@ -286,7 +294,12 @@ class _Canonicalizer:
         """The form and, for a dict whose keys are all plain strings, its sorted keys."""
         walk = walk or _Walk()
         try:
-            if type(value) is dict or dict in _readable.mro(type(value)):
+            kind = type(value)
+            if (kind is dict or kind is list or kind is tuple) and len(value) >= _BULK_MIN:
+                text = self._bulk(value, 0, walk)
+                if text is not None:
+                    return text, tuple(sorted(value)) if kind is dict else None
+            if kind is dict or dict in _readable.mro(kind):
                 form, keys = self._dict(value, 0, walk, True)
                 return form, keys if keys is not None else self._key_texts(value, walk)
             return self._value(value, 0, walk, False), None
@@ -377,9 +390,13 @@ class _Canonicalizer:
                 else:
                     try:
                         if kind is dict:
-                            text = self._dict(item, child_depth, walk, False)[0]
+                            text = self._bulk(item, child_depth, walk) or self._dict(item, child_depth, walk, False)[0]
                         elif kind is list or kind is tuple:
-                            text = self._sequence(item, child_depth, walk, key in unordered)
+                            if key in unordered:
+                                text = self._sequence(item, child_depth, walk, True)
+                            else:
+                                text = self._bulk(item, child_depth, walk) or self._sequence(item, child_depth, walk,
+                                                                                             False)
                         else:
                             text = self._other(item, child_depth, walk, key in unordered)
                     except Exception:  # deliberate: unreadable, so unique to this call
@@ -387,7 +404,7 @@ class _Canonicalizer:
                 parts.append(label + text)
         finally:
             active.discard(marker)
-        keys = tuple([key for key, _ in entries]) if want_keys else None
+        keys = tuple(map(_first_item, entries)) if want_keys else None
         if readable < size:
             parts.append("…")
         return "{" + ",".join(parts) + "}", keys
@@ -433,9 +450,9 @@ class _Canonicalizer:
                 else:
                     try:
                         if kind is dict:
-                            text = self._dict(item, child_depth, walk, False)[0]
+                            text = self._bulk(item, child_depth, walk) or self._dict(item, child_depth, walk, False)[0]
                         elif kind is list or kind is tuple:
-                            text = self._sequence(item, child_depth, walk, False)
+                            text = self._bulk(item, child_depth, walk) or self._sequence(item, child_depth, walk, False)
                         else:
                             text = self._other(item, child_depth, walk, False)
                     except Exception:  # deliberate: unreadable, so unique to this call
@@ -448,6 +465,25 @@ class _Canonicalizer:
         if readable < count:
             texts.append("…")  # over budget: the rest of a huge list compares equal
         return "[" + ",".join(texts) + "]"
+
+    def _bulk(self, value: Any, depth: int, walk: _Walk) -> str | None:
+        """The form of an exact dict, list or tuple written by a C encoder when every value in
+        it is a plain JSON value whose canonical form is the encoder's (see
+        :mod:`otel_agentguard._plain_json`); None to walk it here. Spends the same budgets."""
+        if len(value) < _BULK_MIN or not self.bulk or walk.bulk_left <= 0:
+            return None  # small containers are cheaper to walk than to check
+        plain = _plain_json.check(value, depth, walk.left, walk.text_left, self._special)
+        if type(plain) is int:
+            walk.bulk_left -= plain + 1
+            return None
+        assert isinstance(plain, _plain_json.Plain)
+        text = _plain_json.encode(value, plain)
+        if text is None:
+            walk.bulk_left -= plain.entries + 1
+            return None
+        walk.left -= plain.entries
+        walk.text_left -= plain.text
+        return text
 
     def _mapping(self, value: dict[Any, Any], depth: int, walk: _Walk) -> str:
         """A dict with keys that are not all plain strings, or too big to read whole.
@@ -653,6 +689,9 @@ class ArgumentsFingerprint(NamedTuple):
     truncated: bool = False  # past a budget (size, depth): values differing only there compare equal
 
 
+_new_tuple = tuple.__new__
+
+
 class Fingerprinter:
     """Canonical form and keyed hash for one tool's arguments and results.
 
@@ -696,9 +735,16 @@ class Fingerprinter:
         walk = _Walk()
         form, keys = self._canonical.root(arguments, walk)
         data = form.encode("utf-8", "surrogatepass")
-        digest = self._hash_states()[1].copy()
+        states = self._states
+        # The states built for the current process key (or this fingerprinter's own key).
+        if states is not None and states[0] is (_keyed_state if self._key is None else None):
+            digest = states[2].copy()
+        else:
+            digest = self._hash_states()[1].copy()
         digest.update(data)
-        return ArgumentsFingerprint(digest.hexdigest(), keys or (), len(data), walk.opaque, walk.truncated)
+        # tuple.__new__: the NamedTuple's generated __new__ is Python code, a frame per call.
+        return _new_tuple(ArgumentsFingerprint, (digest.hexdigest(), keys or (), len(data), walk.opaque,
+                                                  walk.truncated))
 
     def result(self, result: Any) -> str:
         digest: hashlib.blake2b = self._hash_states()[0].copy()

@@ -1,0 +1,200 @@
+"""The canonical form of plain JSON values, written by a C encoder.
+
+A value qualifies when every container in it is an exact ``dict`` (with exact
+``str`` keys), ``list`` or ``tuple`` and every leaf an exact ``str``, ``int``,
+``float``, ``bool`` or ``None``, and when the canonical form of each leaf is
+what the encoder writes anyway: no string value spelled as a JSON number
+(those become numbers), no integral float (written as an integer), no noise
+or unordered key, and everything within the walk's budgets. Then
+``orjson.dumps(OPT_SORT_KEYS)`` (when installed) or the standard library's C
+encoder writes exactly the canonical form, byte for byte; anything else
+returns ``None`` and the reference walker in :mod:`otel_agentguard.fingerprint`
+writes it.
+
+The check reads the value one nesting level at a time with C-level iteration
+(``map``, ``compress``, ``chain``) over exact builtins only, so it runs no
+application code and costs a few Python steps per level, not per value.
+"""
+
+from __future__ import annotations
+
+import json.encoder
+import math
+import re
+from itertools import chain, compress
+from operator import itemgetter
+from typing import Any
+
+try:
+    import orjson as _orjson
+except ImportError:  # optional: the standard library's encoder is used
+    _orjson = None  # type: ignore[assignment]  # checked before use
+
+_MAX_DEPTH = 64
+_LEVEL_COST = 64  # a level checked costs about as much as this many values
+_SHORT_TEXT = 256  # longer string values count against the walk's text budget
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple})
+_ALLOWED = _LEAVES | _CONTAINERS
+_is_str = frozenset({str}).__contains__
+_is_float = frozenset({float}).__contains__
+_is_dict = frozenset({dict}).__contains__
+_is_sequence = frozenset({list, tuple}).__contains__
+_STR_ONLY = frozenset({str})
+_NUMBER_START = frozenset("-0123456789")
+_starts_like_number = _NUMBER_START.__contains__
+_first = itemgetter(slice(0, 1))
+_is_long = _SHORT_TEXT.__lt__  # 256 < length
+# A whole string spelled as a JSON number (the reference's grammar) among NUL-separated strings.
+# (Each string is preceded by a NUL: a literal first character makes the search skip to it.)
+_number_between_nuls = re.compile(r"\x00-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?+[0-9]++)?+(?:\x00|\Z)").search
+# orjson writes a float as ``repr`` does only between these (outside: 1e-05 vs 0.00001).
+_ORJSON_LOW = 1e-4
+_ORJSON_HIGH = 1e16
+
+# The C encoder of the standard library, built once: sorted keys, compact, no ASCII escaping
+# (the quoting the reference uses), NaN and Infinity allowed. Cycles cannot reach it: a
+# cycle never ends, so the check stops it at the depth bound.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_stdlib_encode = (
+    _c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    if _c_make_encoder is not None else None
+)
+
+
+class Plain:
+    """What a qualifying value spends of the walk's budgets, and which encoders may write it."""
+
+    __slots__ = ("entries", "text", "orjson", "stdlib")
+
+    def __init__(self, entries: int, text: int, orjson: bool, stdlib: bool):
+        self.entries = entries
+        self.text = text
+        self.orjson = orjson  # orjson writes it (its floats are repr's; it raises on wide integers)
+        self.stdlib = stdlib  # the standard library's encoder writes it (every key checked a str)
+
+
+def _str_keys_only(dict_levels: list[list[dict[Any, Any]]]) -> bool:
+    return _STR_ONLY.issuperset(map(type, chain.from_iterable(chain.from_iterable(dict_levels))))
+
+
+def check(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
+    """``Plain`` when an encoder writes ``value``'s canonical form; otherwise what giving up
+    cost, in values (each level counts as ``_LEVEL_COST`` more; the caller bounds the waste)."""
+    kind = type(value)
+    dicts: list[Any] = [value] if kind is dict else []
+    sequences: list[Any] = [value] if kind is list or kind is tuple else []
+    entries = 0
+    text = 0
+    orjson_ok = _orjson_agrees
+    unchecked: list[list[dict[Any, Any]]] = []  # dicts whose key types orjson is left to check
+    levels = 1
+    while True:
+        if depth >= _MAX_DEPTH:
+            return entries + _LEVEL_COST * levels
+        entries += sum(map(len, dicts)) + sum(map(len, sequences))
+        if entries > entries_left:
+            return entries + _LEVEL_COST * levels
+        if dicts:
+            keys = chain.from_iterable(dicts)  # exact dicts: the builtin iterator, no application code
+            if not special.isdisjoint(keys):
+                return entries + _LEVEL_COST * levels
+            if orjson_ok:  # orjson takes exact str keys only (it raises on any other; checked at import)
+                unchecked.append(dicts)
+            elif not _STR_ONLY.issuperset(map(type, chain.from_iterable(dicts))):
+                return entries + _LEVEL_COST * levels
+            values = [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(sequences)]
+        else:
+            values = [*chain.from_iterable(sequences)]
+        kinds = [*map(type, values)]
+        present = set(kinds)
+        if not present <= _ALLOWED:
+            return entries + _LEVEL_COST * levels
+        if str in present:
+            strings = [*compress(values, map(_is_str, kinds))]
+            if not _NUMBER_START.isdisjoint(map(_first, strings)):
+                # One search over the strings that begin like a number, NUL-separated (a NUL inside
+                # one can only make it look numeric: then the reference walker writes the value).
+                looks_numeric = compress(strings, map(_starts_like_number, map(_first, strings)))
+                if _number_between_nuls("\x00" + "\x00".join(looks_numeric)) is not None:
+                    return entries + _LEVEL_COST * levels
+            if max(map(len, strings)) > _SHORT_TEXT:
+                text += sum(filter(_is_long, map(len, strings)))
+                if text > text_left:
+                    return entries + _LEVEL_COST * levels
+        if float in present:
+            floats = [*compress(values, map(_is_float, kinds))]
+            if any(map(float.is_integer, floats)):
+                return entries + _LEVEL_COST * levels
+            if orjson_ok:
+                magnitudes = [*map(abs, floats)]
+                # A NaN or an infinity makes the sum non-finite; then min and max are reliable.
+                orjson_ok = (math.isfinite(sum(magnitudes)) and min(magnitudes) >= _ORJSON_LOW
+                             and max(magnitudes) < _ORJSON_HIGH)
+                if not orjson_ok:  # the stdlib encoder writes it: the key check skipped above, now
+                    if not _str_keys_only(unchecked):
+                        return entries + _LEVEL_COST * levels
+                    unchecked.clear()
+        containers = present & _CONTAINERS
+        if not containers:
+            return Plain(entries, text, orjson_ok, not unchecked)
+        nested = [*compress(values, map(_CONTAINERS.__contains__, kinds))]
+        if dict not in containers:
+            dicts, sequences = [], nested
+        elif len(containers) == 1:
+            dicts, sequences = nested, []
+        else:
+            nested_kinds = [*map(type, nested)]
+            dicts = [*compress(nested, map(_is_dict, nested_kinds))]
+            sequences = [*compress(nested, map(_is_sequence, nested_kinds))]
+        depth += 1
+        levels += 1
+
+
+def encode(value: Any, plain: Plain) -> str | None:
+    """The canonical form of a value ``check`` accepted; None when no encoder can write it
+    (an integer beyond 64 bits for orjson, beyond the int->str limit for both)."""
+    if plain.orjson and _orjson is not None:
+        try:
+            return _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # orjson.JSONEncodeError is a TypeError
+            pass
+    if plain.stdlib and _stdlib_encode is not None:
+        try:
+            return "".join(_stdlib_encode(value, 0))
+        except ValueError:  # an integer with more digits than int->str allows
+            return None
+    return None
+
+
+def _orjson_writes_the_canonical_form() -> bool:
+    """orjson is used only when this version writes what the checks above assume: repr's
+    floats in the accepted range, the standard library's string escapes, sorted keys, and
+    an error (never a guess) for keys that are not exact strings."""
+    if _orjson is None:
+        return False
+    sample = {"b": [0.0001, 0.35, -123456789012345.6, 2.5e-4, 9.999999999999998e15], "a": "\x00\x1f\x7f\"\\/é\u2028😀",
+              "é": {"x": [None, True, False, -(2**63), 2**64 - 1]}, "": ()}
+    expected = json.dumps(sample, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        if _orjson.dumps(sample, option=_orjson.OPT_SORT_KEYS) != expected.encode():
+            return False
+    except Exception:  # deliberate: any surprise disables the path
+        return False
+
+    class Key(str):
+        pass
+
+    for odd in ({Key("a"): 1}, {1: 1}):
+        try:
+            _orjson.dumps(odd, option=_orjson.OPT_SORT_KEYS)
+        except TypeError:
+            continue
+        except Exception:  # deliberate: any surprise disables the path
+            return False
+        return False
+    return True
+
+
+_orjson_agrees = _orjson_writes_the_canonical_form()

@@ -1,0 +1,211 @@
+"""The bulk path (a C encoder writing plain JSON values) writes exactly what the reference
+walker writes, byte for byte, with and without orjson; and it never reads anything but
+exact builtins."""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_agentguard import _plain_json
+from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
+
+PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+numberish = st.sampled_from(["1", "1.0", "1e0", "1.50", "-0", "0", "007", "1e16", "1E3", "-42", "1e400", "NaN",
+                             "Infinity", "1٢", " 7", "+7", "2026-01-01", "1.", ".5", "1e", "1\n", "1\x00", "-",
+                             "12345678901234567890", "0.00001", "9" * 500])
+floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [1.0, -0.0, 0.0, 1e16, 1e-7, 0.0001, 0.00009999, 9.999999999999998e15, 2.5, 0.35, -1.5e300, 1e22])
+text = st.text(max_size=12) | st.text(alphabet=st.characters(codec="utf-8"), max_size=6) | st.sampled_from(
+    ["\ud800", "a\udfffb", "é", "😀", "\x00", "\x1f\x7f", '"\\', "\u2028", "x" * 300]) | numberish
+integers = st.integers() | st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30]) | st.builds(pow, st.just(-10), st.just(5001))
+
+
+class Colour(enum.Enum):
+    RED = "1"
+
+
+class Key(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Listish(list):  # type: ignore[type-arg]
+    pass
+
+
+class Mapping(dict):  # type: ignore[type-arg]
+    pass
+
+
+others = st.sampled_from([Colour.RED, Key("1"), Number(3), True, None, b"x", (1, "2")]) | st.builds(Listish) | \
+    st.builds(Mapping)
+scalars = st.none() | st.booleans() | integers | floats | text
+keys = text | st.sampled_from(sorted(DEFAULT_NOISE_KEYS) + ["urls", "a", "b", "B", "é", "😀", ""]) | \
+    st.sampled_from([Key("k"), 1, 2.5, None])
+
+
+def _values(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        leaves,
+        lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
+        | st.dictionaries(keys, children, max_size=12) | st.dictionaries(text, children, min_size=8, max_size=14),
+        max_leaves=60,
+    )
+
+
+plain = _values(scalars)
+mixed = _values(scalars | others)
+
+
+def _both(value: Any, unordered: frozenset[str] = frozenset()) -> tuple[str, str]:
+    fast = _Canonicalizer(DEFAULT_NOISE_KEYS, unordered)
+    reference = _Canonicalizer(DEFAULT_NOISE_KEYS, unordered, bulk=False)
+    return fast.form(value), reference.form(value)
+
+
+@pytest.fixture(params=["orjson", "stdlib"])
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "orjson":
+        if not _plain_json._orjson_agrees:
+            pytest.skip("orjson is not installed (or disagrees with the reference and is not used)")
+    else:
+        monkeypatch.setattr(_plain_json, "_orjson_agrees", False)
+    return str(request.param)
+
+
+@PROPS
+@given(value=plain, unordered=st.sampled_from([frozenset(), frozenset({"urls"})]))
+def test_plain_json_values_get_the_reference_form(encoder: str, value: Any, unordered: frozenset[str]) -> None:
+    fast, reference = _both(value, unordered)
+    assert fast == reference
+
+
+@PROPS
+@given(value=mixed)
+def test_values_mixing_builtins_and_other_types_get_the_reference_form(encoder: str, value: Any) -> None:
+    fast, reference = _both(value)
+    if "?" in reference:  # opaque markers are random per call: compare the rest
+        return
+    assert fast == reference
+
+
+@settings(PROPS, max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                                         HealthCheck.data_too_large])
+@given(value=st.dictionaries(text, scalars | st.lists(scalars, max_size=4), min_size=8, max_size=12),
+       nesting=st.integers(0, 70),
+       width=st.sampled_from([1, 1, 1, 9]))
+def test_fingerprints_and_flags_are_the_reference_ones(encoder: str, value: dict[str, Any], nesting: int,
+                                                       width: int) -> None:
+    for level in range(nesting if width == 1 else min(nesting, 5)):  # past the depth bound or the budget
+        value = {"k" + str(level): [value] * width, **{str(i): i for i in range(8)}}
+    fast = Fingerprinter("tool", key=b"k")
+    reference = Fingerprinter("tool", key=b"k")
+    reference._canonical.bulk = False
+    assert fast.arguments(value) == reference.arguments(value)
+    assert fast.result(value) == reference.result(value)
+
+
+@pytest.mark.parametrize("size", [49_990, 50_000, 50_001, 60_000])
+def test_the_element_budget_is_spent_as_by_the_reference(encoder: str, size: int) -> None:
+    value = {"a": list(range(size - 12)), "b": {str(i): i for i in range(10)}, "c": list(range(30))}
+    fast, reference = _both(value)
+    assert fast == reference
+    walk_fast, walk_reference = _Walk(), _Walk()
+    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(value, walk_fast)
+    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(value, walk_reference)
+    assert (walk_fast.left, walk_fast.truncated) == (walk_reference.left, walk_reference.truncated)
+
+
+@pytest.mark.parametrize("long", [1 << 20, (1 << 20) + 1, 3 << 20])
+def test_the_text_budget_is_spent_as_by_the_reference(encoder: str, long: int) -> None:
+    value = {"a": ["x" * long, "y" * 300] * 2, "b": list("abcdefghij"), "c": "z" * (1 << 20)}
+    fast, reference = _both(value)
+    assert fast == reference
+
+
+def test_the_bulk_path_is_taken_for_plain_arguments(encoder: str) -> None:
+    value = {"query": "x", "documents": [{"id": f"doc-{i}", "score": 0.5, "when": "2026-01-01"} for i in range(20)]}
+    walk = _Walk()
+    canonical = _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset())
+    assert canonical._bulk(value["documents"], 1, walk) is not None
+    assert walk.left == 50_000 - 20 * 4
+
+
+class Spy:
+    """Records any dunder an encoder might call on it."""
+
+    calls: list[str] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        Spy.calls.append(name)
+        return object.__getattribute__(self, name)
+
+
+class SpyEnum(enum.Enum):
+    A = 1
+
+    @property
+    def value(self) -> Any:  # type: ignore[override]  # what orjson would call
+        Spy.calls.append("value")
+        return 1
+
+
+class SpyMapping(dict):  # type: ignore[type-arg]
+    def items(self) -> Any:  # what the stdlib encoder would call
+        Spy.calls.append("items")
+        return super().items()
+
+    def __iter__(self) -> Any:
+        Spy.calls.append("__iter__")
+        return super().__iter__()
+
+
+class SpyList(list):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        Spy.calls.append("__iter__")
+        return super().__iter__()
+
+
+def test_no_application_code_runs_on_the_bulk_path(encoder: str) -> None:
+    Spy.calls.clear()
+    items = [{"id": i, "name": "n"} for i in range(10)]
+    for odd in (SpyEnum.A, SpyMapping(a=1), SpyList([1]), Spy()):
+        value = {str(i): i for i in range(10)} | {"odd": [odd] + items}
+        Fingerprinter("tool").arguments(value)
+        Fingerprinter("tool").result([value] * 9)
+    assert Spy.calls == []
+
+
+def test_the_orjson_self_check_refuses_an_encoder_that_disagrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Lenient:  # writes floats its own way
+        OPT_SORT_KEYS = 0
+
+        @staticmethod
+        def dumps(value: Any, option: int = 0) -> bytes:
+            return b"{}"
+
+    monkeypatch.setattr(_plain_json, "_orjson", Lenient)
+    assert _plain_json._orjson_writes_the_canonical_form() is False
+
+
+def test_wide_integers_and_non_finite_floats_use_the_stdlib_encoder_or_the_walker() -> None:
+    for value in ([2**64] * 9, [math.nan, math.inf] * 5, [10**5000] * 9, [1e-5] * 9):
+        fast, reference = _both(value)
+        assert fast == reference
+    # Keys left to orjson to check are checked once a float sends the value to the stdlib encoder.
+    value = {str(i): {"x": [1e-5, 0.5]} for i in range(9)}
+    walk = _Walk()
+    assert _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset())._bulk(value, 0, walk) == _both(value)[1]
+    assert walk.left == 50_000 - 9 - 9 - 18
+    refused = _plain_json.check({str(i): {1: [1e-5]} for i in range(9)}, 0, 50_000, 1 << 22, frozenset())
+    assert type(refused) is int  # an int key: neither encoder writes the canonical form
