@@ -25,13 +25,13 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges
 from otel_agentguard import attributes as A
-from otel_agentguard._context import current_session
 from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionMonitor
+from otel_agentguard.session_resolution import enclosing_session
 from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
@@ -89,7 +89,7 @@ def _new_monitor() -> RepetitionMonitor | None:
 
     Results are built by each provider's extractor before the call that owns them is known,
     so the thresholds come from the process's guard (the registry's choice), not the call's."""
-    session = current_session()
+    session = enclosing_session()
     profile = active_policy().resolve_profile(
         session.profile if session else None, session.task_type if session else None
     )
