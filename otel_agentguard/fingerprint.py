@@ -277,6 +277,10 @@ class _Canonicalizer:
     The hot path handles plain dicts and lists of str/int/float/bool/None inline, one
     Python frame per nesting level; everything else goes through ``_other``, which
     reads only what :mod:`otel_agentguard._readable` allows.
+
+    One class, longer than most here, because the walk is the hot path: its budgets
+    and output buffer live on one object whose methods call each other without
+    passing state, and splitting it would add a frame per value.
     """
 
     __slots__ = ("_noise", "_unordered", "_special", "bulk")

@@ -398,6 +398,12 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
 
 
 class _Parser:
+    """Turns a policy's TOML text into a :class:`Policy`, naming file, line and key in every error.
+
+    One class for every section because each check needs the same thing, the line a key
+    is on; the keys themselves are one table (``KEYS``), so the class is long but flat.
+    """
+
     def __init__(self, text: str, source: str):
         self._lines = text.splitlines()
         self._source = source

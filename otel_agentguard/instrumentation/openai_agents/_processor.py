@@ -110,6 +110,10 @@ class _Node:
 class GuardTracingProcessor(TracingProcessor):
     """Receives the Agents SDK's trace events and writes the guard's spans.
 
+    Longer than most classes here because it implements the SDK's whole
+    ``TracingProcessor`` interface (traces and spans, start and end) over one lock
+    and two bounded maps; each method is short.
+
     Args:
         tracer: the tracer of the instrumentor (its provider carries the guard).
         guard: the guard the instrumentor reports to (its policy fingerprints the tools).
