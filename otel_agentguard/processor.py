@@ -133,16 +133,25 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             attrs = span_attributes(span)
-            if _MARKERS.isdisjoint(attrs):
-                self._start_unmarked(span, parent_context)
-            else:
+            if not _MARKERS.isdisjoint(attrs):
                 self._start_marked(span, attrs, parent_context)
+                return
+            # Neither a step nor naming a session (most spans of a service): it joins the
+            # context's session, if any. Inline: this runs for every span of the service.
+            session_id = session_in_context(parent_context)
+            if session_id is not None:
+                span.set_attribute(A.SESSION_ID, session_id)
+            if self._enforcement is not None:
+                self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
             _internal_errors.report("processor.on_start", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            self._on_end(span)
+            attrs = span_attributes(span)
+            session_id = attrs.get(A.SESSION_ID)
+            if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
+                self._session_span_ended(span, attrs, session_id)
         except Exception as exc:  # deliberate: never raise into the user's span.end()
             _internal_errors.report("processor.on_end", exc)
 
@@ -165,14 +174,6 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return True
 
     # --- start ---------------------------------------------------------------------------
-    def _start_unmarked(self, span: Span, parent_context: Context | None) -> None:
-        """Neither a step nor naming a session (most spans of a service): it joins the context's session."""
-        session_id = session_in_context(parent_context)
-        if session_id is not None:
-            span.set_attribute(A.SESSION_ID, session_id)
-        if self._enforcement is not None:
-            self._enforcement.span_started(span, False, parent_context)
-
     def _start_marked(self, span: Span, attrs: Any, parent_context: Context | None) -> None:
         if attrs.get(A.VERDICT):
             return
@@ -210,11 +211,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             span.set_attributes(stamp)
 
     # --- end -------------------------------------------------------------------------------
-    def _on_end(self, span: ReadableSpan) -> None:
-        attrs = span_attributes(span)
-        session_id = attrs.get(A.SESSION_ID)
-        if session_id is None or attrs.get(A.VERDICT):
-            return
+    def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
         if self._enforcement is not None and (context := span.get_span_context()) is not None:
             self._enforcement.span_ended(context.span_id)
         session = self._sessions.get(session_id)
