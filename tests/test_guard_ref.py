@@ -86,3 +86,42 @@ def test_without_guard_the_instrumentation_uses_its_providers_guard(two_guards):
 def test_anything_but_a_guard_processor_is_refused_by_name(two_guards):
     with pytest.raises(TypeError, match=r"instrument\(guard=\.\.\.\).*got str"):
         LangChainInstrumentor().instrument(guard="enforce")
+
+
+TIGHT = parse_policy('version = "tight"\n[profiles.default]\nmax_model_calls = 2\n')
+
+
+def test_enforcement_goes_to_the_given_guard_not_the_newest(tmp_path):
+    """Two guards on one provider: an enforcing one, then a newer observing one. Without guard=,
+    the wrapper would ask the newest (which enforces nothing); given the enforcing one, the
+    openai wrapper stops the agent before the model call that crosses its budget."""
+    import json
+
+    import openai
+
+    import otel_agentguard as ag
+    from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
+    from otel_agentguard.scripted_model import ScriptedModelServer, Turn
+
+    provider = TracerProvider()
+    enforcing = AgentGuardSpanProcessor(TIGHT, "enforce", tracer_provider=provider)
+    provider.add_span_processor(enforcing)
+    observing = AgentGuardSpanProcessor(TIGHT, "observe", tracer_provider=provider)
+    provider.add_span_processor(observing)
+    assert GuardRef(tracer_provider=provider).processor() is observing  # the newest on the provider
+    OpenAIInstrumentor().instrument(tracer_provider=provider, guard=enforcing)
+    try:
+        with ScriptedModelServer(lambda request: Turn.call("lookup", order="A1")) as server:
+            client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+            messages: list[dict] = [{"role": "user", "content": "Where is my parcel?"}]
+            with pytest.raises(ag.AgentStopped) as stopped, ag.session("budget", tracer_provider=provider):
+                for _ in range(5):
+                    message = client.chat.completions.create(model="gpt-4o", messages=messages).choices[0].message
+                    messages.append(message.model_dump(exclude_none=True))
+                    for call in message.tool_calls or ():
+                        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"ok": 1})})
+            assert stopped.value.stop_reason == "budget_exceeded"
+            assert len(server.requests) == 2  # the third call was never sent
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        provider.shutdown()
