@@ -21,10 +21,5 @@ class SessionContext:
     task_type: str | None = None
 
 
-def current_session(parent: context.Context | None = None) -> SessionContext | None:
-    value = context.get_value(SESSION_KEY, parent)
-    return value if isinstance(value, SessionContext) else None
-
-
 def with_session(session: SessionContext, parent: context.Context | None = None) -> context.Context:
     return context.set_value(SESSION_KEY, session, parent)

@@ -84,10 +84,13 @@ def choose(tracer_provider: object = None) -> AgentGuardSpanProcessor | None:
 
 def active_policy() -> Policy:
     """The policy of the guard :func:`choose` picks, else the environment's."""
-    global _fallback_policy
     chosen = choose()
-    if chosen is not None:
-        return chosen.policy
+    return chosen.policy if chosen is not None else environment_policy()
+
+
+def environment_policy() -> Policy:
+    """The policy when no guard runs: ``OTEL_AGENTGUARD_POLICY``'s, else the built-in one."""
+    global _fallback_policy
     if _fallback_policy is None:
         try:
             _fallback_policy = policy_from_env()

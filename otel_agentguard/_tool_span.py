@@ -15,9 +15,8 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.config import capture_content
-from otel_agentguard.enforcement import before_tool_call
 from otel_agentguard.fingerprint import is_empty
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.policy import Policy
 
 _MAX_CAPTURED_CHARS = 64 * 1024
@@ -81,8 +80,8 @@ def intervene(span: Span, name: str, policy: Policy, guard: GuardRef | None = No
     ``guard``: the instrumentation's; None for the process's (``@ag.tool``)."""
     try:
         attrs = getattr(span, "attributes", None) or {}
-        ask = guard.before_tool_call if guard is not None else before_tool_call
-        intervention = ask(attrs.get(A.TOOL_ARGS_FINGERPRINT), attrs.get(A.SESSION_ID))
+        intervention = (guard or PROCESS_GUARD).before_tool_call(attrs.get(A.TOOL_ARGS_FINGERPRINT),
+                                                                 attrs.get(A.SESSION_ID))
         if intervention is not None:
             record_intervention(span, name, intervention, policy)
         return intervention

@@ -26,7 +26,7 @@ from typing import Any
 from otel_agentguard import _readable
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.guard_ref import PROCESS_GUARD
 from otel_agentguard.steps import Step
 
 __all__ = [
@@ -35,37 +35,34 @@ __all__ = [
 ]
 
 
-# For integrations written by hand: the guard of the process (see GuardRef for the choice).
-# The agentguard instrumentations hold their own GuardRef, bound when they are instrumented.
-_GUARD = GuardRef()
-
-
+# These report to the process's guard (see GuardRef for the choice); the agentguard
+# instrumentations hold their own GuardRef, bound when they are instrumented.
 def before_tool_call(args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
-    return _GUARD.before_tool_call(args_fingerprint, session_id)
+    return PROCESS_GUARD.before_tool_call(args_fingerprint, session_id)
 
 
 def before_model_call(session_id: str | None = None, answered_ids: frozenset[str] | None = None) -> str | None:
     """``answered_ids``: ids of the tool calls whose results the request carries, when known
     (see :func:`answered_tool_call_ids`)."""
-    return _GUARD.before_model_call(session_id, answered_ids)
+    return PROCESS_GUARD.before_model_call(session_id, answered_ids)
 
 
 def after_model_call(session_id: str | None = None, tool_calls: int | None = None,
                      call_ids: tuple[str, ...] = ()) -> None:
     """``tool_calls`` and ``call_ids``: what the response asked for, when known."""
-    _GUARD.after_model_call(session_id, tool_calls, call_ids)
+    PROCESS_GUARD.after_model_call(session_id, tool_calls, call_ids)
 
 
 def cuts_repeating_output() -> bool:
     """Whether a stream that repeats itself is closed at the alert: an enforce-mode guard
     whose ``output_repetition`` ladder starts with ``stop``."""
-    return _GUARD.cuts_repeating_output()
+    return PROCESS_GUARD.cuts_repeating_output()
 
 
 def stop_repeating_output(session_id: str | None, step: Step) -> None:
     """For a stream inside a model span we do not own: judge its repetition now and raise
     :class:`AgentStopped` when an enforce-mode guard's ladder says stop."""
-    _GUARD.stop_repeating_output(session_id, step)
+    PROCESS_GUARD.stop_repeating_output(session_id, step)
 
 
 _MAX_MESSAGES = 10_000

@@ -50,7 +50,7 @@ class GuardRef:
     @property
     def policy(self) -> Policy:
         chosen = self.processor()
-        return chosen.policy if chosen is not None else _registry.active_policy()
+        return chosen.policy if chosen is not None else _registry.environment_policy()
 
     def _enforcing(self) -> AgentGuardSpanProcessor | None:
         chosen = self.processor()
@@ -117,3 +117,8 @@ class GuardRef:
             raise
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.repeating_output", exc)
+
+
+#: The guard of the process, for callers no instrumentation handed one (``@ag.tool``,
+#: hand-written integrations through :mod:`otel_agentguard.enforcement`).
+PROCESS_GUARD = GuardRef()

@@ -15,7 +15,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import wrapt
@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from otel_agentguard import _internal_errors
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.instrumentation._innermost import unwrap_ours, wrap_innermost
 from otel_agentguard.version import __version__
 
@@ -48,7 +48,7 @@ class InstrumentationContext:
 
     tracer: trace.Tracer
     options: dict[str, Any]
-    guard: GuardRef = field(default_factory=GuardRef)
+    guard: GuardRef = PROCESS_GUARD
 
 
 class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]

@@ -25,17 +25,15 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors, _ranges
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionMonitor
 from otel_agentguard.session_resolution import enclosing_session
 from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
-_PROCESS_GUARD = GuardRef()  # for a call made without an instrumentation's own guard
 
 
 @dataclass
@@ -90,7 +88,7 @@ def _new_monitor() -> RepetitionMonitor | None:
     Results are built by each provider's extractor before the call that owns them is known,
     so the thresholds come from the process's guard (the registry's choice), not the call's."""
     session = enclosing_session()
-    profile = active_policy().resolve_profile(
+    profile = PROCESS_GUARD.policy.resolve_profile(
         session.profile if session else None, session.task_type if session else None
     )
     if A.OUTPUT_REPETITION_PROBE in profile.disabled_probes:
@@ -111,7 +109,7 @@ class ModelCall:
     def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None):
         self.span = span
         self.owned = owned
-        self.guard = guard if guard is not None else _PROCESS_GUARD
+        self.guard = guard if guard is not None else PROCESS_GUARD
         self.result: ModelResult | None = None
         self._done = False
         self._cut_checked = False
@@ -286,7 +284,7 @@ def response_attributes(result: ModelResult, policy: Policy | None = None) -> di
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
-        verdict = (policy or active_policy()).claims.explain(result.text, use_classifier=True)
+        verdict = (policy or PROCESS_GUARD.policy).claims.explain(result.text, use_classifier=True)
         attributes[A.FINAL_CLAIMS] = list(verdict.categories)
         if verdict.categories and verdict.rule:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule

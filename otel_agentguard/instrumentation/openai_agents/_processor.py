@@ -54,7 +54,7 @@ from otel_agentguard import _internal_errors, _ranges, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.instrumentation._model_call import response_attributes
 from otel_agentguard.instrumentation.openai_agents import _extract
 from otel_agentguard.policy import Policy
@@ -121,7 +121,7 @@ class GuardTracingProcessor(TracingProcessor):
 
     def __init__(self, tracer: trace.Tracer, guard: GuardRef | None = None):
         self._tracer = tracer
-        self._guard = guard if guard is not None else GuardRef()
+        self._guard = guard if guard is not None else PROCESS_GUARD
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._nodes: OrderedDict[str, _Node] = OrderedDict()
