@@ -23,7 +23,7 @@ from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -211,6 +211,22 @@ def summary(verdict: dict[str, Any]) -> tuple[Any, ...]:
 # --- agent sessions as GenAI spans, written with the real OpenTelemetry SDK -------------------
 
 _MS = 1_000_000
+
+
+class _Keep(SpanProcessor):
+    def __init__(self, kept: list[Any]):
+        self.kept = kept
+
+    def on_end(self, span: Any) -> None:
+        self.kept.append(span)
+
+
+def keeping_tracer() -> tuple[Any, list[Any]]:
+    """A tracer whose ended spans are kept (in the order they ended) and sent nowhere."""
+    kept: list[Any] = []
+    provider = TracerProvider()
+    provider.add_span_processor(_Keep(kept))
+    return provider.get_tracer("agent"), kept
 
 
 def emit_session(tracer: Any, session_id: str, kind: str, start_ns: int = 1_700_000_000_000_000_000) -> None:

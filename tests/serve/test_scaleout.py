@@ -12,10 +12,7 @@ import random
 import pytest
 from loadbalancing import HashRing
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_support import emit_session, start_serve_process, summary
+from serve_support import emit_session, keeping_tracer, start_serve_process, summary
 
 pytest.importorskip("aiohttp")
 
@@ -23,15 +20,7 @@ KINDS = ("loop", "clean", "fake")
 
 
 def _all_spans(count: int) -> list:
-    kept: list = []
-
-    class Keep(BatchSpanProcessor):
-        def on_end(self, span):
-            kept.append(span)
-
-    provider = TracerProvider()
-    provider.add_span_processor(Keep(InMemorySpanExporter()))
-    tracer = provider.get_tracer("agent")
+    tracer, kept = keeping_tracer()
     for index in range(count):
         emit_session(tracer, f"sess-{index:02d}", KINDS[index % 3], start_ns=1_700_000_000_000_000_000 + index)
     return kept

@@ -44,24 +44,14 @@ def test_the_policy_file_from_the_environment_is_the_judges_policy(tmp_path):
     """The same policy file as everywhere: here a tool contract that makes get_order a write, so
     the answer claiming a refund after it is no fake completion; and a profile named by the variable."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from serve_support import emit_session, start_serve_process
+    from serve_support import emit_session, keeping_tracer, start_serve_process
 
     policy = tmp_path / "policy.toml"
     policy.write_text('version = "serve-test"\n[profiles.strict]\nmax_steps = 2\n'
                       '[tools.get_order]\neffect = "write"\n', encoding="utf-8")
-    kept: list = []
-
-    class Keep(BatchSpanProcessor):
-        def on_end(self, span):
-            kept.append(span)
-
-    provider = TracerProvider()
-    provider.add_span_processor(Keep(InMemorySpanExporter()))
-    emit_session(provider.get_tracer("agent"), "wrote", "fake")
-    emit_session(provider.get_tracer("agent"), "long", "clean")
+    tracer, kept = keeping_tracer()
+    emit_session(tracer, "wrote", "fake")
+    emit_session(tracer, "long", "clean")
     serve = start_serve_process(tmp_path, env={"OTEL_AGENTGUARD_POLICY": str(policy),
                                                "OTEL_AGENTGUARD_PROFILE": "strict"})
     try:

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import format_span_id, format_trace_id
-from serve_support import EXPECTED, emit_session, service_in_thread, wait_for
+from serve_support import EXPECTED, emit_session, keeping_tracer, service_in_thread, wait_for
 
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.policy import coerce_policy
@@ -155,15 +155,8 @@ def test_bearer_token_is_required_when_configured(monkeypatch):
 
 def test_late_spans_of_a_judged_trace_are_counted_not_judged_again():
     with service_in_thread(settle_s=0.2) as running:
-        provider = TracerProvider()
-        kept = []
-
-        class Keep(BatchSpanProcessor):
-            def on_end(self, span):
-                kept.append(span)
-
-        provider.add_span_processor(Keep(OTLPSpanExporter(endpoint=running.url)))
-        emit_session(provider.get_tracer("agent"), "s-late", "clean")
+        tracer, kept = keeping_tracer()
+        emit_session(tracer, "s-late", "clean")
         exporter = OTLPSpanExporter(endpoint=running.url)
         exporter.export(kept)  # the whole trace: judged on its root span
         wait_for(lambda: "s-late" in running.verdicts())
@@ -174,15 +167,8 @@ def test_late_spans_of_a_judged_trace_are_counted_not_judged_again():
 
 def test_a_session_without_its_root_span_is_judged_after_the_idle_timeout():
     with service_in_thread(settle_s=30, idle_timeout_s=0.3) as running:
-        provider = TracerProvider()
-        kept = []
-
-        class Keep(BatchSpanProcessor):
-            def on_end(self, span):
-                kept.append(span)
-
-        provider.add_span_processor(Keep(OTLPSpanExporter(endpoint=running.url)))
-        emit_session(provider.get_tracer("agent"), "s-idle", "loop")
+        tracer, kept = keeping_tracer()
+        emit_session(tracer, "s-idle", "loop")
         steps = [span for span in kept if span.parent is not None and "execute_tool" in span.name]
         OTLPSpanExporter(endpoint=running.url).export(steps)  # tool spans only: no final answer, no root
         wait_for(lambda: running.verdicts())

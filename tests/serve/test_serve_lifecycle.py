@@ -11,9 +11,17 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_support import EXPECTED, emit_session, free_port, service_in_thread, start_serve_process, wait_for
+from serve_support import (
+    EXPECTED,
+    emit_session,
+    free_port,
+    keeping_tracer,
+    service_in_thread,
+    start_serve_process,
+    wait_for,
+)
 
 from otel_agentguard.policy import coerce_policy
 
@@ -27,15 +35,8 @@ from otel_agentguard.serve.verdicts import VerdictWriter  # noqa: E402
 
 
 def _spans(session_id: str, kind: str) -> list:
-    kept = []
-
-    class Keep(BatchSpanProcessor):
-        def on_end(self, span):
-            kept.append(span)
-
-    provider = TracerProvider()
-    provider.add_span_processor(Keep(InMemorySpanExporter()))
-    emit_session(provider.get_tracer("agent"), session_id, kind)
+    tracer, kept = keeping_tracer()
+    emit_session(tracer, session_id, kind)
     return kept
 
 

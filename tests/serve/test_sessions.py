@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_support import emit_session
+from serve_support import emit_session, keeping_tracer
 
 from otel_agentguard.policy import coerce_policy
 
@@ -19,18 +16,10 @@ from otel_agentguard.serve.sessions import LiveSessions  # noqa: E402
 
 def _open_sessions(count: int) -> list:
     """Sessions without their root span: they stay open until something ends them."""
-    kept: list = []
-
-    class Keep(BatchSpanProcessor):
-        def on_end(self, span):
-            if span.parent is not None:
-                kept.append(span)
-
-    provider = TracerProvider()
-    provider.add_span_processor(Keep(InMemorySpanExporter()))
+    tracer, kept = keeping_tracer()
     for index in range(count):
-        emit_session(provider.get_tracer("agent"), f"s{index}", "loop")
-    return kept
+        emit_session(tracer, f"s{index}", "loop")
+    return [span for span in kept if span.parent is not None]
 
 
 def test_beyond_max_traces_the_least_recently_fed_is_judged_not_dropped():
