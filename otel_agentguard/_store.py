@@ -62,11 +62,13 @@ class SessionStore(Generic[T]):
             self._entries.move_to_end(key)
             return entry[0]
 
-    def get_or_create(self, key: str, factory: Callable[[], T]) -> T:
-        found = self.get(key)
-        if found is not None:
-            return found
-        created = factory()  # outside the lock: building a session reads the policy and may log
+    def peek(self, key: str) -> T | None:
+        """The value, without counting this as activity (a dict read: atomic, no lock)."""
+        entry = self._entries.get(key)
+        return entry[0] if entry is not None else None
+
+    def add(self, key: str, created: T) -> T:
+        """Store ``created`` under ``key`` unless another thread stored one first; returns the stored one."""
         evicted: list[T] = []
         with self._lock:
             entry = self._entries.get(key)

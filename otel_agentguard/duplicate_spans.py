@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from otel_agentguard import attributes as A
-from otel_agentguard.session_resolution import span_attributes
+from otel_agentguard.session_resolution import parent_span, span_attributes
 from otel_agentguard.steps import MODEL, nested_step, step_kind
 
 _CARRIED_TO_STEP = (
@@ -40,11 +39,13 @@ def enclosing_step(kind: str, attrs: Mapping[str, Any], parent_context: Context 
     A model span right inside a model span is one call; a tool span right inside a
     tool span of the same tool is one call too (a tool that calls other tools has
     other names)."""
-    parent = trace.get_current_span(parent_context)
-    parent_attrs = span_attributes(parent)
-    if not parent_attrs or not parent.is_recording():
+    parent = parent_span(parent_context)
+    if parent is None:
         return None
-    return parent if nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs) else None
+    parent_attrs = span_attributes(parent)
+    if not parent_attrs or not nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs):
+        return None
+    return parent if parent.is_recording() else None
 
 
 def response_id(attrs: Mapping[str, Any]) -> str | None:

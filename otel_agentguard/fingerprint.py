@@ -78,6 +78,8 @@ _key: bytes | None = None
 # The keyed BLAKE2b state for the process key, built once: each digest copies it
 # instead of re-keying (a key block less per call). Reset with the key.
 _keyed_state: Any = None
+# Counts key changes, so what remembers fingerprints can tell they were made with another key.
+_key_epoch = 0
 
 
 def _derive_key(secret: bytes) -> bytes:
@@ -123,11 +125,17 @@ def _process_state() -> Any:
     return state
 
 
+def key_epoch() -> int:
+    """Changes whenever the process key is set: fingerprints remembered under another epoch are stale."""
+    return _key_epoch
+
+
 def set_fingerprint_key(secret: str | bytes | None) -> None:
     """Set the key (e.g. when rotating it); ``None`` re-reads the environment on next use."""
-    global _key, _keyed_state
+    global _key, _keyed_state, _key_epoch
     with _key_lock:
         _keyed_state = None
+        _key_epoch += 1
         if secret is None:
             _key = None
         else:

@@ -26,6 +26,7 @@ from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.live_session import LiveSession, SequenceCounter
 from otel_agentguard.metrics import GuardMetrics
+from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.probes import Alert
 from otel_agentguard.session_resolution import enclosing_session
@@ -46,6 +47,7 @@ class LiveSessions:
         self._metrics = metrics
         self._limits = (max_sessions, idle_timeout_s)
         self.store = self._new_store()
+        self.payloads = PayloadFingerprints()  # raw tool payloads of foreign spans, fingerprinted once
         # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
         self._counters: OrderedDict[str, SequenceCounter] = OrderedDict()
         self._counters_lock = threading.Lock()
@@ -64,11 +66,18 @@ class LiveSessions:
     def get(self, session_id: str) -> LiveSession | None:
         return self.store.get(session_id)
 
+    def peek(self, session_id: str) -> LiveSession | None:
+        """The live session, not counted as activity (its span's start was)."""
+        return self.store.peek(session_id)
+
     def open(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
              implicit: bool) -> LiveSession:
         """The live session ``session_id``, opened now if it is not live yet."""
-        return self.store.get_or_create(
-            session_id, lambda: self._new_session(session_id, attrs, parent_context, start_ns, implicit))
+        session = self.store.get(session_id)
+        if session is None:  # built outside the store's lock: a session reads the policy and may log
+            session = self.store.add(session_id, self._new_session(session_id, attrs, parent_context, start_ns,
+                                                                   implicit))
+        return session
 
     def _new_session(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
                      implicit: bool) -> LiveSession:

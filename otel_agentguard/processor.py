@@ -53,6 +53,7 @@ from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import SESSION_ATTRIBUTES, named_session, session_in_context, span_attributes
+from otel_agentguard.span_stamp import stamp
 from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
@@ -140,7 +141,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # context's session, if any. Inline: this runs for every span of the service.
             session_id = session_in_context(parent_context)
             if session_id is not None:
-                span.set_attribute(A.SESSION_ID, session_id)
+                stamp(span, {A.SESSION_ID: session_id})
             if self._enforcement is not None:
                 self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
@@ -185,36 +186,36 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
-        # One write for all stamps: each SDK set_attribute takes a lock and validates.
-        stamp: dict[str, AttributeValue] = {}
+        # One write for all stamps (see span_stamp: the SDK's validation is the costly part).
+        stamps: dict[str, AttributeValue] = {}
         if attrs.get(A.SESSION_ID) != session_id:  # absent, or a foreign non-string value
-            stamp[A.SESSION_ID] = session_id
+            stamps[A.SESSION_ID] = session_id
         if self._enforcement is not None:
             self._enforcement.span_started(span, kind == TOOL, parent_context)
         is_session_span = named is not None and attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT
         if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
             # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
-            if stamp:
-                span.set_attributes(stamp)
+            if stamps:
+                stamp(span, stamps)
             return
         if kind is not None and (step := enclosing_step(kind, attrs, parent_context)) is not None:
-            stamp[A.NESTED_STEP] = True
-            span.set_attributes(stamp)
+            stamps[A.NESTED_STEP] = True
+            stamp(span, stamps)
             self._duplicates.remember(span, step)
             return
         session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
         if is_session_span and session.session_span is None:
             session.session_span = span  # an inner invoke_agent of the same session joins the outer run
         if kind is not None:
-            stamp[A.SEQUENCE] = session.sequence.next()
-        if stamp:
-            span.set_attributes(stamp)
+            stamps[A.SEQUENCE] = session.sequence.next()
+        if stamps:
+            stamp(span, stamps)
 
     # --- end -------------------------------------------------------------------------------
     def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
         if self._enforcement is not None and (context := span.get_span_context()) is not None:
             self._enforcement.span_ended(context.span_id)
-        session = self._sessions.get(session_id)
+        session = self._sessions.peek(session_id)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
         if session.is_session_span(span):
@@ -243,7 +244,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             step = step_from_attributes(
                 attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
                 span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
-                status_error=span.status.status_code is StatusCode.ERROR,
+                status_error=span.status.status_code is StatusCode.ERROR, payloads=self._sessions.payloads,
             )
         except Exception as exc:  # deliberate: lose this step, not the ones after it
             _internal_errors.report("processor.step", exc)

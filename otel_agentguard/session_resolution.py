@@ -74,6 +74,11 @@ def session_in_context(ctx: Context | None = None) -> str | None:
     return None
 
 
+def parent_span(ctx: Context | None = None) -> Any:
+    """The span the context holds (the parent of a span starting in it), or None."""
+    return (ctx if ctx is not None else context_api.get_current()).get(_SPAN_KEY)
+
+
 def enclosing_session(ctx: Context | None = None) -> SessionContext | None:
     """The :func:`otel_agentguard.session` the context is inside (its profile and task type too)."""
     value = (ctx if ctx is not None else context_api.get_current()).get(SESSION_KEY)

@@ -13,14 +13,14 @@ is part of the public contract and mirrored in each helper below.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
-from otel_agentguard.fingerprint import is_empty
+from otel_agentguard._json_text import decode_payload
+from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
 from otel_agentguard.session_resolution import named_session
@@ -32,7 +32,6 @@ MODEL = "model"
 FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
 # The last: Vercel AI SDK.
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"})
-_MAX_PARSE_CHARS = 1 << 20  # foreign payloads beyond 1 MiB are fingerprinted as text
 # The Vercel AI SDK (``ai``) names its spans' operation in ``ai.operationId``, not in gen_ai.operation.name.
 _AI_SDK_TOOL_CALL = "ai.toolCall"
 _AI_SDK_MODEL_CALLS = frozenset({
@@ -126,9 +125,12 @@ def step_from_attributes(
     start_ns: int = 0,
     end_ns: int = 0,
     status_error: bool = False,
+    payloads: PayloadFingerprints = NO_MEMORY,
 ) -> Step:
+    """The step a span's attributes describe. ``payloads``: where raw tool arguments and
+    results are fingerprinted (a live guard remembers the texts it saw)."""
     if kind == TOOL:
-        return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error)
+        return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error, payloads)
     return _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
 
 
@@ -141,6 +143,7 @@ def _tool_step(
     start_ns: int,
     end_ns: int,
     status_error: bool,
+    payloads: PayloadFingerprints,
 ) -> Step:
     name = tool_name(attrs, span_name)
     fingerprinter = None
@@ -150,19 +153,18 @@ def _tool_step(
                                    "ai.toolCall.args"))
         if raw_args is not None:
             fingerprinter = policy.fingerprinter(name)
-            args_fp = fingerprinter.arguments(_decode(raw_args)).fingerprint
+            args_fp = payloads.arguments(fingerprinter, raw_args)
     result_fp = attrs.get(A.TOOL_RESULT_FINGERPRINT)
     empty = attrs.get(A.TOOL_RESULT_EMPTY)
     if result_fp is None or empty is None:
         raw_result = _first(attrs, (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value",
                                      "ai.toolCall.result"))
         if raw_result is not None:
-            result = _decode(raw_result)
+            fingerprint, result_empty = payloads.result(fingerprinter or policy.fingerprinter(name), raw_result)
             if result_fp is None:
-                fingerprinter = fingerprinter or policy.fingerprinter(name)
-                result_fp = fingerprinter.result(result)
+                result_fp = fingerprint
             if empty is None:
-                empty = is_empty(result)
+                empty = result_empty
     return Step(
         session_id=session_id,
         sequence=sequence,
@@ -195,7 +197,7 @@ def _model_step(
     if tool_calls is None and messages is not None:
         tool_calls = _count_tool_calls(messages)
     if tool_calls is None and "ai.response.toolCalls" in attrs:  # Vercel AI SDK: a JSON list
-        called = _decode(attrs["ai.response.toolCalls"])
+        called = decode_payload(attrs["ai.response.toolCalls"])
         tool_calls = len(called) if isinstance(called, list) else None
     if tool_calls is None and needs_messages:
         tool_calls = requested_call_count(attrs)  # OpenInference's or older OpenLLMetry's flattened calls
@@ -287,16 +289,6 @@ def _tool_from_span_name(span_name: str) -> str:
     return span_name[len(prefix):] if span_name.startswith(prefix) else (span_name or "unknown")
 
 
-def _decode(raw: Any) -> Any:
-    """A JSON string becomes its value; anything else (or invalid JSON) is taken as is."""
-    if isinstance(raw, str) and raw and len(raw) <= _MAX_PARSE_CHARS and raw[0] in "{[\"":
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):  # invalid or absurdly deep: fingerprinted as text
-            return raw
-    return raw
-
-
 def _effect(value: Any) -> str | None:
     return value if value in ("read", "write") else None
 
@@ -344,7 +336,7 @@ def _output_messages(attrs: Mapping[str, Any]) -> list[Any] | None:
     raw = attrs.get(A.GEN_AI_OUTPUT_MESSAGES)
     if raw is None:
         return None
-    value = _decode(raw)
+    value = decode_payload(raw)
     return value if isinstance(value, list) else None
 
 

@@ -19,15 +19,13 @@ finish reason, and no call can be read back.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from otel_agentguard import attributes as A
-
-_MAX_PARSE_CHARS = 1 << 20  # a message list beyond 1 MiB is not parsed
+from otel_agentguard._json_text import decode_payload
 
 _OI_CALL = re.compile(
     r"llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)")
@@ -104,12 +102,7 @@ _OI_OUTPUT_ROLE = "llm.output_messages.0.message.role"
 
 def _messages(raw: Any) -> list[Any] | None:
     if isinstance(raw, str):
-        if not raw or len(raw) > _MAX_PARSE_CHARS or raw[0] != "[":
-            return None
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON: no calls can be read from it
-            return None
+        raw = decode_payload(raw, "[")  # text that is no JSON list stays text: no calls in it
     return raw if isinstance(raw, list) else None
 
 
