@@ -348,6 +348,32 @@ def test_no_progress_new_state_resets_the_run():
     assert alert.evidence == (6, 7, 8, 9)
 
 
+def test_no_progress_remembers_states_far_back_and_forgets_the_oldest_first():
+    from otel_agentguard.probes.no_progress import _MAX_STATES
+
+    fresh = [("q", f"a{i}", f"s{i}") for i in range(_MAX_STATES)]
+    # Four results seen long ago (the first 4 of the session): still no progress.
+    early = [("q", f"b{i}", f"s{i}") for i in range(4)]
+    alert = Run(tools_only(fresh + early)).one("no_progress")
+    assert alert.evidence == tuple(range(_MAX_STATES + 1, _MAX_STATES + 5))
+    # Past the memory's bound the oldest states are forgotten: seeing them again is progress.
+    more = [("q", f"c{i}", f"t{i}") for i in range(4)]
+    assert Run(tools_only(fresh + more + early)).of("no_progress") == []
+
+
+def test_no_progress_digest_straddling_two_remembered_ones_is_not_seen():
+    from otel_agentguard.probes import SessionTotals
+    from otel_agentguard.probes.no_progress import _DIGEST, _holds
+
+    first, second = _DIGEST.pack(0x0102030405060708), _DIGEST.pack(0x1112131415161718)
+    seen = bytearray(first + second)
+    straddling = bytes(seen[4:12])
+    assert not _holds(seen, straddling)
+    assert _holds(seen, second) and _holds(seen, first)
+    assert _holds(seen + straddling, straddling)  # straddled first, then whole at a boundary
+    assert SessionTotals().states_seen is None  # made at the first state only
+
+
 def test_no_progress_counts_failed_steps():
     steps = [
         tool(1, "lookup", "id=1", "found"),

@@ -74,7 +74,7 @@ class SessionTotals:
         self.call_digests: array[int] = _NO_WORDS
         self.call_sequences: array[int] = _NO_WORDS
         self.call_names: list[str] = _NO_NAMES
-        self.states_seen: array[int] | None = None  # no_progress: digests of the result fingerprints seen
+        self.states_seen: bytearray | None = None  # no_progress: digests of the result fingerprints seen, packed
         self.no_progress_run: array[int] | None = None  # no_progress: sequences of the current run
         self.error_run: array[int] | None = None  # error_streak: sequences of the current streak
         self.error_failures = 0  # error_streak: how many in the streak failed (vs came back empty)

@@ -17,6 +17,7 @@ Options:
 
 from __future__ import annotations
 
+import struct
 from array import array
 
 from otel_agentguard.attributes import NO_PROGRESS
@@ -26,6 +27,7 @@ from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "end the session and reclaim its context; escalate to a human or a stronger model"
 _MAX_STATES = 4096  # bounded memory: the oldest states are forgotten first
+_DIGEST = struct.Struct("q")
 
 
 class NoProgress:
@@ -44,15 +46,16 @@ class NoProgress:
         run = totals.no_progress_run
         if not step.failed and state is not None:
             # States seen, as 64-bit digests of their fingerprints (128-bit keyed hashes
-            # already): a scan of machine words, oldest first.
+            # already), packed in bytes oldest first: a search is one C scan of the buffer
+            # (an array's ``in`` would box every element: slow once a session has seen many).
             seen = totals.states_seen
-            digest = hash(state)
-            if seen is None or digest not in seen:
+            digest = _DIGEST.pack(hash(state))
+            if seen is None or not _holds(seen, digest):
                 if seen is None:
-                    seen = totals.states_seen = array("q")
-                seen.append(digest)
-                if len(seen) > _MAX_STATES:
-                    del seen[0]
+                    seen = totals.states_seen = bytearray()
+                seen += digest
+                if len(seen) > _MAX_STATES * _DIGEST.size:
+                    del seen[:_DIGEST.size]
                 if run:
                     del run[:]
                 return None
@@ -69,3 +72,12 @@ class NoProgress:
             detail=f"{self._threshold} tool steps in a row produced no state the session had not seen before",
             disposal=DISPOSAL,
         )]
+
+
+def _holds(seen: bytearray, digest: bytes) -> bool:
+    """Whether ``seen`` holds ``digest`` at a digest boundary (a match may straddle two)."""
+    size = len(digest)
+    at = seen.find(digest)
+    while at != -1 and at % size:
+        at = seen.find(digest, at + 1)
+    return at != -1
