@@ -198,3 +198,8 @@ def _orjson_writes_the_canonical_form() -> bool:
 
 
 _orjson_agrees = _orjson_writes_the_canonical_form()
+
+
+def orjson_agrees() -> bool:
+    """Whether orjson is installed and writes the canonical form of plain values."""
+    return _orjson_agrees

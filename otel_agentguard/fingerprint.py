@@ -299,6 +299,10 @@ class _Canonicalizer:
         self._special = noise_keys | unordered_keys  # keys the bulk encoder cannot honour
         self.bulk = bulk  # False: the reference walker alone (tests compare the two)
 
+    @property
+    def special_keys(self) -> frozenset[str]:
+        return self._special
+
     def form(self, value: Any) -> str:
         return self.root(value)[0]
 
@@ -761,4 +765,16 @@ class Fingerprinter:
     def result(self, result: Any) -> str:
         digest: hashlib.blake2b = self._hash_states()[0].copy()
         digest.update(self._canonical.form(result).encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
+
+    @property
+    def special_keys(self) -> frozenset[str]:
+        """Keys whose values the canonical form does not write as JSON does (noise, unordered)."""
+        return self._canonical.special_keys
+
+    def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
+        """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""
+        states = self._hash_states()
+        digest: hashlib.blake2b = (states[1] if arguments else states[0]).copy()
+        digest.update(form)
         return digest.hexdigest()

@@ -15,11 +15,13 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
+from otel_agentguard import _json_text_form
 from otel_agentguard._json_text import decode_payload
 from otel_agentguard.fingerprint import Fingerprinter, is_empty, key_epoch
 
 MAX_ENTRIES = 4096  # per kind (arguments, results)
 _MAX_REMEMBERED_CHARS = 1024  # so at most ~8 MiB of remembered text per guard
+_JSON_CONTAINER_START = ("{", "[")
 
 
 class PayloadFingerprints:
@@ -45,7 +47,11 @@ class PayloadFingerprints:
         key = (fingerprinter, raw)
         found = self._arguments.get(key)
         if found is None:
-            found = fingerprinter.arguments(decode_payload(raw)).fingerprint
+            written = _written_by_orjson(fingerprinter, raw)
+            if written is not None:
+                found = fingerprinter.digest_of_form(written[0], arguments=True)
+            else:
+                found = fingerprinter.arguments(decode_payload(raw)).fingerprint
             if len(self._arguments) >= self._max:
                 self._arguments = _newer_half(self._arguments)
             self._arguments[key] = found
@@ -61,8 +67,12 @@ class PayloadFingerprints:
         key = (fingerprinter, raw)
         found = self._results.get(key)
         if found is None:
-            value = decode_payload(raw)
-            found = (fingerprinter.result(value), is_empty(value))
+            written = _written_by_orjson(fingerprinter, raw)
+            if written is not None:
+                found = (fingerprinter.digest_of_form(written[0], arguments=False), is_empty(written[1]))
+            else:
+                value = decode_payload(raw)
+                found = (fingerprinter.result(value), is_empty(value))
             if len(self._results) >= self._max:
                 self._results = _newer_half(self._results)
             self._results[key] = found
@@ -73,6 +83,13 @@ class PayloadFingerprints:
         self._arguments = {}
         self._results = {}
         self._epoch = key_epoch()
+
+
+def _written_by_orjson(fingerprinter: Fingerprinter, raw: str) -> tuple[bytes, Any] | None:
+    """The canonical form orjson writes for a JSON object or array text (and its value), if it can."""
+    if raw[:1] not in _JSON_CONTAINER_START or not _json_text_form.available():
+        return None
+    return _json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
 
 
 def _newer_half(entries: dict[Any, Any]) -> dict[Any, Any]:

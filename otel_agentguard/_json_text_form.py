@@ -1,0 +1,74 @@
+"""The canonical form of a JSON text, written by orjson and checked on its output.
+
+A value orjson decoded from text is plain by construction: exact dicts with
+string keys, lists, strings, 64-bit integers, finite floats, booleans and
+None, no cycles. Written back with sorted keys it is the canonical form unless
+it holds something the canonical form writes differently, and each of those
+shows in orjson's output, where an unescaped quote only ever delimits a string:
+
+* a string spelled as a JSON number (the form writes the number): ``"42"``;
+* a float the form writes otherwise: integral (``1.0`` is ``1``) or with an
+  exponent or below ``1e-4`` (where orjson and ``repr`` spell it differently;
+  an integer beyond 64 bits, which orjson reads as a float, is one of those);
+* a noise or unordered key, which is always preceded by ``{`` or ``,``;
+* nesting that may reach the walk's depth bound (counted loosely: brackets in
+  strings count too).
+
+Any of these (or a false alarm from text inside a string) returns None and
+the reference walker writes the form. Only short texts come here, far inside
+the walk's value and text budgets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from otel_agentguard import _plain_json
+
+try:
+    import orjson as _orjson
+except ImportError:  # optional: without it every form is the walker's
+    _orjson = None  # type: ignore[assignment]  # checked before use
+
+_NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"').search
+# Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
+_FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
+_MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
+_MAX_PATTERNS = 256
+_special_key_patterns: dict[frozenset[str], Any] = {}
+
+
+def available() -> bool:
+    return _orjson is not None and _plain_json.orjson_agrees()
+
+
+def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, Any] | None:
+    """The canonical form (UTF-8) of the object or array ``raw`` holds, and the value; None
+    when orjson cannot read it as the standard library does or its output needs the walker."""
+    if _orjson is None:
+        return None
+    try:
+        value = _orjson.loads(raw)
+    except ValueError:  # orjson.JSONDecodeError: NaN, lone surrogates, huge numbers, no JSON
+        return None
+    if type(value) is not dict and type(value) is not list:
+        return None
+    form: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+    if (_NUMERIC_STRING(form) is not None or _FLOAT_WRITTEN_OTHERWISE(form) is not None
+            or form.count(b"[") + form.count(b"{") > _MAX_BRACKETS):
+        return None
+    if special_keys and _special_key_pattern(special_keys)(form) is not None:
+        return None
+    return form, value
+
+
+def _special_key_pattern(keys: frozenset[str]) -> Any:
+    found = _special_key_patterns.get(keys)
+    if found is None:
+        assert _orjson is not None
+        quoted = b"|".join(re.escape(_orjson.dumps(key)) for key in sorted(keys))
+        found = re.compile(rb"[{,](?:" + quoted + rb"):").search
+        if len(_special_key_patterns) < _MAX_PATTERNS:  # one per tool contract at most
+            _special_key_patterns[keys] = found
+    return found
