@@ -88,7 +88,7 @@ class SessionJudge:
     """Judges one session, step by step. Not thread-safe: the caller serialises."""
 
     __slots__ = (
-        "session_id", "policy", "profile", "totals", "_alerts", "_last", "_shared", "_own", "_keep_calls",
+        "session_id", "policy", "profile", "totals", "_alerts", "_last", "_shared", "_by_kind", "_own", "_keep_calls",
         "_labels", "_last_end_ns", "_last_sequence",
     )
 
@@ -106,7 +106,7 @@ class SessionJudge:
         self._last: tuple[object, ...] | None = () if last_actions else None
         # The probes are shared by every session of this profile; a session gets a list of
         # its own only when one of them fails here (and is dropped for this session).
-        self._shared, self._keep_calls = _probes_for(self.profile, policy)
+        self._shared, self._by_kind, self._keep_calls = _probes_for(self.profile, policy)
         self._own: list[Probe] | None = None
         self._labels: dict[int, str] | None = None
         self._last_end_ns = start_ns
@@ -131,7 +131,8 @@ class SessionJudge:
         self._account(step)
         raised: list[Alert] = []
         totals = self.totals
-        for probe in self._shared if self._own is None else tuple(self._own):
+        # The shared probes that read this kind of step (each still checks for itself).
+        for probe in self._by_kind.get(step.kind, self._shared) if self._own is None else tuple(self._own):
             try:
                 found = probe.observe(step, totals)
             except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
@@ -233,25 +234,29 @@ class SessionJudge:
 
 _SHARED_PROBES_MAX = 64
 _shared_probes_lock = threading.Lock()
-_shared_probes: dict[tuple[int, int, tuple[ProbeFactory, ...]], tuple[Policy, Profile, tuple[Probe, ...], int]] = {}
+_ProbeSet = tuple[tuple[Probe, ...], dict[str, tuple[Probe, ...]], int]
+_shared_probes: dict[tuple[int, int, tuple[ProbeFactory, ...]], tuple[Policy, Profile, _ProbeSet]] = {}
 
 
-def _probes_for(profile: Profile, policy: Policy) -> tuple[tuple[Probe, ...], int]:
+def _probes_for(profile: Profile, policy: Policy) -> _ProbeSet:
     """The probes of a profile, built once and shared by its sessions (they keep no session
-    state of their own), and how many of the last tool calls they read."""
+    state of their own): all of them, those that read each kind of step (a probe's ``kinds``,
+    else every kind), and how many of the last tool calls they read."""
     factories = all_probes()
     key = (id(profile), id(policy), factories)
     found = _shared_probes.get(key)
     if found is not None and found[0] is policy and found[1] is profile:
-        return found[2], found[3]
+        return found[2]
     disabled = profile.disabled_probes
     probes = tuple(factory(profile, policy) for factory in factories if factory.name not in disabled)
+    by_kind = {kind: tuple(probe for probe in probes if kind in getattr(probe, "kinds", (kind,)))
+               for kind in (TOOL, MODEL)}
     keep = max(profile.window, LONGEST_CYCLE * profile.cycle_repeats)
     with _shared_probes_lock:  # sessions start on any thread
         if len(_shared_probes) >= _SHARED_PROBES_MAX:
             _shared_probes.pop(next(iter(_shared_probes)))  # the oldest: a profile no longer judged with
-        _shared_probes[key] = (policy, profile, probes, keep)
-    return probes, keep
+        _shared_probes[key] = (policy, profile, (probes, by_kind, keep))
+    return probes, by_kind, keep
 
 
 class SequenceBuffer:

@@ -19,6 +19,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_session import LiveSession
 from otel_agentguard.probes import Alert
+from otel_agentguard.span_stamp import stamp
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class VerdictWriter:
         """The last alerts and the verdict on the still-open session span (under the session's lock)."""
         for alert in alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
-        span.set_attributes(self.attributes(verdict))
+        stamp(span, self.attributes(verdict))
 
     def verdict_span(self, session: LiveSession, verdict: Verdict, alerts: list[Alert]) -> None:
         """A short ``agentguard.verdict`` span for a session whose own span is gone or never was."""

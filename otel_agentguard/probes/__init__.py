@@ -103,6 +103,9 @@ _NO_NAMES: list[str] = []
 
 
 class Probe(Protocol):
+    """A probe. It may also name the step kinds it reads (``kinds``, a frozenset of
+    ``tool``/``model``); the judge then hands it no other steps."""
+
     name: str
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None: ...
@@ -146,12 +149,18 @@ def short(fingerprint: str | None) -> str:
 
 def all_probes() -> tuple[ProbeFactory, ...]:
     """Every probe, in the order their alerts rank when raised by the same step."""
-    from otel_agentguard.probes.budget import BudgetExceeded
-    from otel_agentguard.probes.cycle import Cycle
-    from otel_agentguard.probes.error_streak import ErrorStreak
-    from otel_agentguard.probes.fake_completion import FakeCompletion
-    from otel_agentguard.probes.no_progress import NoProgress
-    from otel_agentguard.probes.output_repetition import OutputRepetition
-    from otel_agentguard.probes.tool_loop import ToolLoop
+    global _ALL_PROBES
+    if _ALL_PROBES is None:  # imported on first use: the probe modules import this one
+        from otel_agentguard.probes.budget import BudgetExceeded
+        from otel_agentguard.probes.cycle import Cycle
+        from otel_agentguard.probes.error_streak import ErrorStreak
+        from otel_agentguard.probes.fake_completion import FakeCompletion
+        from otel_agentguard.probes.no_progress import NoProgress
+        from otel_agentguard.probes.output_repetition import OutputRepetition
+        from otel_agentguard.probes.tool_loop import ToolLoop
 
-    return (FakeCompletion, OutputRepetition, ToolLoop, Cycle, NoProgress, ErrorStreak, BudgetExceeded)
+        _ALL_PROBES = (FakeCompletion, OutputRepetition, ToolLoop, Cycle, NoProgress, ErrorStreak, BudgetExceeded)
+    return _ALL_PROBES
+
+
+_ALL_PROBES: tuple[ProbeFactory, ...] | None = None

@@ -28,6 +28,7 @@ PERIODS = (2, 3, LONGEST_CYCLE)
 
 class Cycle:
     name = CYCLE
+    kinds = frozenset({TOOL})  # the steps it reads
     __slots__ = ("_repeats",)
 
     def __init__(self, profile: Profile, policy: Policy):

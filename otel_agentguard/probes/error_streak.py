@@ -28,6 +28,7 @@ DISPOSAL = "stop retrying: switch to a fallback tool or source, or tell the user
 
 class ErrorStreak:
     name = ERROR_STREAK
+    kinds = frozenset({TOOL})  # the steps it reads
     __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):

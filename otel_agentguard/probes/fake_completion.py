@@ -25,13 +25,14 @@ from otel_agentguard.attributes import FAKE_COMPLETION
 from otel_agentguard.claims import WRITE
 from otel_agentguard.policy import Policy, Profile
 from otel_agentguard.probes import FAKE_COMPLETION_FIRED, Alert, SessionTotals
-from otel_agentguard.steps import Step
+from otel_agentguard.steps import MODEL, Step
 
 DISPOSAL = "do not deliver the answer: roll back, re-run the write or escalate, and alert (highest priority)"
 
 
 class FakeCompletion:
     name = FAKE_COMPLETION
+    kinds = frozenset({MODEL})  # the steps it reads
     __slots__ = ()
 
     def __init__(self, profile: Profile, policy: Policy):

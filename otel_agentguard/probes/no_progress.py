@@ -32,6 +32,7 @@ _DIGEST = struct.Struct("q")
 
 class NoProgress:
     name = NO_PROGRESS
+    kinds = frozenset({TOOL})  # the steps it reads
     __slots__ = ("_threshold",)
 
     def __init__(self, profile: Profile, policy: Policy):

@@ -31,6 +31,7 @@ DISPOSAL = "close the stream: discard the repeated tail, and retry with a lower 
 
 class OutputRepetition:
     name = OUTPUT_REPETITION_PROBE
+    kinds = frozenset({MODEL})  # the steps it reads
     __slots__ = ("_max_repeats", "_max_chars")
 
     def __init__(self, profile: Profile, policy: Policy):

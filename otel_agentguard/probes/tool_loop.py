@@ -26,6 +26,7 @@ DISPOSAL = "cut this action branch: tell the model not to retry it, switch strat
 
 class ToolLoop:
     name = TOOL_LOOP
+    kinds = frozenset({TOOL})  # the steps it reads
     __slots__ = ("_window", "_threshold")
 
     def __init__(self, profile: Profile, policy: Policy):
