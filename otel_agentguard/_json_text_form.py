@@ -10,7 +10,7 @@ shows in orjson's output, where an unescaped quote only ever delimits a string:
 * a float the form writes otherwise: integral (``1.0`` is ``1``) or with an
   exponent or below ``1e-4`` (where orjson and ``repr`` spell it differently;
   an integer beyond 64 bits, which orjson reads as a float, is one of those);
-* a noise or unordered key, which is always preceded by ``{`` or ``,``;
+* a noise or unordered key: ``"key":`` (inside a string its quotes are escaped);
 * nesting that may reach the walk's depth bound (counted loosely: brackets in
   strings count too).
 
@@ -35,6 +35,7 @@ _NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-
 # Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
 _FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
 _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _MAX_PATTERNS = 256
 _special_key_patterns: dict[frozenset[str], Any] = {}
 
@@ -55,8 +56,15 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
     if type(value) is not dict and type(value) is not list:
         return None
     form: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
-    if (_NUMERIC_STRING(form) is not None or _FLOAT_WRITTEN_OTHERWISE(form) is not None
-            or form.count(b"[") + form.count(b"{") > _MAX_BRACKETS):
+    # A first look with every digit as "0" (C-level): a string can be spelled as a number only
+    # where a quote precedes a digit or "-", a float written otherwise only where a digit
+    # precedes "." or an exponent. Most payloads have neither, and skip the exact searches.
+    digits = form.translate(_DIGITS_AS_ZERO)
+    if (b'"0' in digits or b'"-' in digits) and _NUMERIC_STRING(form) is not None:
+        return None
+    if (b"0." in digits or b"0e" in digits or b"0E" in digits) and _FLOAT_WRITTEN_OTHERWISE(form) is not None:
+        return None
+    if len(form) > 2 * _MAX_BRACKETS and form.count(b"[") + form.count(b"{") > _MAX_BRACKETS:
         return None
     if special_keys and _special_key_pattern(special_keys)(form) is not None:
         return None
@@ -67,8 +75,9 @@ def _special_key_pattern(keys: frozenset[str]) -> Any:
     found = _special_key_patterns.get(keys)
     if found is None:
         assert _orjson is not None
-        quoted = b"|".join(re.escape(_orjson.dumps(key)) for key in sorted(keys))
-        found = re.compile(rb"[{,](?:" + quoted + rb"):").search
+        # '"key":' cannot occur inside a string (its quotes would be escaped): it is a key.
+        quoted = b"|".join(re.escape(_orjson.dumps(key)[1:-1]) for key in sorted(keys))
+        found = re.compile(b'"(?:' + quoted + b')":').search
         if len(_special_key_patterns) < _MAX_PATTERNS:  # one per tool contract at most
             _special_key_patterns[keys] = found
     return found
