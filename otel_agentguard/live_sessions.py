@@ -30,7 +30,7 @@ from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.probes import Alert
 from otel_agentguard.session_resolution import enclosing_session
-from otel_agentguard.steps import Step
+from otel_agentguard.steps import TOOL, Step
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
@@ -115,6 +115,8 @@ class LiveSessions:
     def _derive(self, session: LiveSession, kind: str, attrs: Mapping[str, Any], span: ReadableSpan) -> list[Step]:
         """Tool steps only a model span recorded, released in order (under the session lock)."""
         released: list[Step] = []
+        if kind == TOOL and not session.derived:
+            return released  # no requested call waits for a tool span to answer it
         try:
             derived, unused = session.derived.on_step(
                 kind, attrs, span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,

@@ -207,11 +207,22 @@ def _model_step(
         finish = tuple(str(m["finish_reason"]) for m in messages if isinstance(m, Mapping) and m.get("finish_reason"))
         if not finish and not tool_calls and _has_text(messages):
             finish = ("stop",)
-    final = bool(finish) and any(reason.lower() in FINAL_FINISH_REASONS for reason in finish)
-    final = final and not tool_calls and not any(reason.lower() in TOOL_FINISH_REASONS for reason in finish)
+    final = False
+    if finish and not tool_calls:
+        reasons = set(map(str.lower, finish))
+        final = not FINAL_FINISH_REASONS.isdisjoint(reasons) and TOOL_FINISH_REASONS.isdisjoint(reasons)
     claims: tuple[str, ...] = ()
     claim_rule = claim_clause = None
-    repetition = _output_repetition(attrs, policy, messages)
+    # Our recorded summary of how the answer repeats itself, else one computed from captured
+    # answer text (a foreign span, or a replay without the summary) with the default profile's thresholds.
+    recorded = attrs.get(A.OUTPUT_REPETITION)
+    repetition = RepetitionSummary.from_attribute(recorded) if recorded is not None else None
+    text = None  # the answer's text, read at most once
+    if recorded is None:
+        text = _answer_text(attrs, messages if messages is not None else _output_messages(attrs))
+        if text:
+            profile = policy.resolve_profile()
+            repetition = summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
         if stated is not None:
@@ -220,7 +231,8 @@ def _model_step(
             claim_rule = str(rule) if rule is not None else None
             claim_clause = _int_or_none(attrs.get(A.FINAL_CLAIM_CLAUSE))
         else:
-            text = _answer_text(attrs, messages)
+            if text is None:
+                text = _answer_text(attrs, messages)
             if text:
                 verdict = policy.claims.verdict(text)
                 claims, claim_rule, claim_clause = verdict.categories, verdict.rule, verdict.clause
@@ -242,23 +254,6 @@ def _model_step(
         claim_clause=claim_clause if claims else None,
         output_repetition=repetition,
     )
-
-
-def _output_repetition(
-    attrs: Mapping[str, Any], policy: Policy, messages: list[Any] | None
-) -> RepetitionSummary | None:
-    """Our recorded summary, else one computed from captured answer text (a foreign span, or a
-    replay without the summary) with the default profile's thresholds."""
-    recorded = attrs.get(A.OUTPUT_REPETITION)
-    if recorded is not None:
-        return RepetitionSummary.from_attribute(recorded)
-    if messages is None:
-        messages = _output_messages(attrs)
-    text = _answer_text(attrs, messages)
-    if not text:
-        return None
-    profile = policy.resolve_profile()
-    return summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
 
 
 # --- small readers, each forgiving of what foreign spans put there -------------------
