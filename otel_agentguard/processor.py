@@ -53,7 +53,7 @@ from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import SESSION_ATTRIBUTES, named_session, session_in_context, span_attributes
-from otel_agentguard.span_stamp import stamp
+from otel_agentguard.span_stamp import stamp_starting
 from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
@@ -141,7 +141,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             # context's session, if any. Inline: this runs for every span of the service.
             session_id = session_in_context(parent_context)
             if session_id is not None:
-                stamp(span, {A.SESSION_ID: session_id})
+                stamp_starting(span, {A.SESSION_ID: session_id})
             if self._enforcement is not None:
                 self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
@@ -196,11 +196,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
             # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
             if stamps:
-                stamp(span, stamps)
+                stamp_starting(span, stamps)
             return
         if kind is not None and (step := enclosing_step(kind, attrs, parent_context)) is not None:
             stamps[A.NESTED_STEP] = True
-            stamp(span, stamps)
+            stamp_starting(span, stamps)
             self._duplicates.remember(span, step)
             return
         session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
@@ -209,7 +209,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if kind is not None:
             stamps[A.SEQUENCE] = session.sequence.next()
         if stamps:
-            stamp(span, stamps)
+            stamp_starting(span, stamps)
 
     # --- end -------------------------------------------------------------------------------
     def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:

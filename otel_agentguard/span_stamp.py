@@ -5,10 +5,11 @@ The SDK's ``set_attributes`` validates every value through its generic cleaner
 and sequence number a step span gets at its start, that was over half of what
 the guard spent there, and most of what writing a verdict cost. The guard's
 values are plain ``str``, ``int``, ``float`` and ``bool``, valid as they are:
-they go straight into the SDK's attribute dict, under the span's lock, when the
-span keeps its attributes there with no limit they could cross. Any other span
-(another SDK, attribute count or length limits, a span that has ended) and any
-other value takes the public API.
+they go straight into the SDK's attribute dict when the span is the SDK's
+and keeps its attributes there with no limit they could cross (the
+layout is checked once, at import). Any other span (another SDK, attribute
+count or length limits, a span that has ended) and any other value takes the
+public API.
 """
 
 from __future__ import annotations
@@ -16,27 +17,57 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Span as SDKSpan
 from opentelemetry.util.types import AttributeValue
 
 _SCALARS = frozenset({str, int, float, bool})
 
 
-def stamp(span: Any, attributes: dict[str, AttributeValue]) -> None:
-    """Write the guard's ``attributes`` onto a recording ``span``."""
-    store = getattr(span, "_attributes", None)
-    lock = getattr(span, "_lock", None)
-    if (
-        type(store) is BoundedAttributes
-        and lock is not None
-        and type(inner := getattr(store, "_dict", None)) is dict
-        and store.max_value_len is None
-        and not getattr(store, "_immutable", True)
-        and _SCALARS.issuperset(map(type, attributes.values()))
-    ):
+def _layout_known() -> bool:
+    """Whether this SDK keeps attributes as the fast paths below expect."""
+    try:
+        store = BoundedAttributes(maxlen=4, attributes={"k": "v"}, immutable=False)
+        return type(store._dict) is dict and store._immutable is False and store.max_value_len is None
+    except Exception:  # deliberate: any surprise means the public API
+        return False
+
+
+_DIRECT = _layout_known()
+_sdk_span_types: dict[type, bool] = {}  # span classes seen: the SDK's (its tracer makes a subclass) or not
+
+
+def _sdk_span(span: Any) -> bool:
+    kind = type(span)
+    known = _sdk_span_types.get(kind)
+    if known is None:
+        known = _DIRECT and issubclass(kind, SDKSpan)
+        if len(_sdk_span_types) < 64:
+            _sdk_span_types[kind] = known
+    return known
+
+
+def _writable(span: Any, store: Any, count: int) -> bool:
+    return (type(store) is BoundedAttributes and store.max_value_len is None and not store._immutable
+            and (store.maxlen is None or len(store._dict) + count <= store.maxlen))
+
+
+def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
+    """Write the guard's ``str``/``int``/``bool`` stamps onto a span in ``on_start`` (not yet
+    shared with any other thread, so no lock is taken)."""
+    store = getattr(span, "_attributes", None) if _sdk_span(span) else None
+    if store is not None and _writable(span, store, len(attributes)):
+        store._dict.update(attributes)
+    else:
+        span.set_attributes(attributes)
+
+
+def stamp(span: Any, attributes: dict[str, Any]) -> None:
+    """Write the guard's scalar ``attributes`` onto a recording ``span`` any thread may hold."""
+    lock = getattr(span, "_lock", None) if _sdk_span(span) else None
+    if lock is not None and _SCALARS.issuperset(map(type, attributes.values())):
         with lock:  # the span's own lock: its end and every attribute write take it
-            if getattr(span, "_end_time", 0) is None and (
-                store.maxlen is None or len(inner) + len(attributes) <= store.maxlen
-            ):
-                inner.update(attributes)
+            store = getattr(span, "_attributes", None)
+            if getattr(span, "_end_time", 0) is None and _writable(span, store, len(attributes)):
+                store._dict.update(attributes)  # type: ignore[union-attr]  # _writable checked its type
                 return
     span.set_attributes(attributes)

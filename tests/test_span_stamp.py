@@ -1,0 +1,81 @@
+"""The guard's stamps land on spans exactly as the SDK's own set_attributes would put them,
+and every span the fast path cannot vouch for goes through the SDK's public API."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_agentguard import span_stamp
+from otel_agentguard.span_stamp import stamp, stamp_starting
+
+
+def _tracing(limits: SpanLimits | None = None) -> tuple[Any, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=limits) if limits is not None else TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test"), exporter
+
+
+def _through_the_sdk(span: Any, attributes: dict[str, Any]) -> None:
+    span.set_attributes(attributes)
+
+
+def _exported(at_start: Any, later: Any, limits: SpanLimits | None = None) -> dict[str, Any]:
+    tracer, exporter = _tracing(limits)
+    span = tracer.start_span("step", attributes={"gen_ai.operation.name": "execute_tool"})
+    at_start(span, {"agentguard.session.id": "s-1", "agentguard.sequence": 7})
+    later(span, {"agentguard.stop_reason": "completed", "agentguard.cost_usd": 0.25, "agentguard.flag": True})
+    span.end()
+    (finished,) = exporter.get_finished_spans()
+    return dict(finished.attributes or {})
+
+
+def test_stamps_are_exported_as_set_attributes_writes_them() -> None:
+    assert span_stamp._DIRECT  # this SDK's layout is the one the fast path knows
+    assert _exported(stamp_starting, stamp) == _exported(_through_the_sdk, _through_the_sdk) == {
+        "gen_ai.operation.name": "execute_tool", "agentguard.session.id": "s-1", "agentguard.sequence": 7,
+        "agentguard.stop_reason": "completed", "agentguard.cost_usd": 0.25, "agentguard.flag": True,
+    }
+
+
+@pytest.mark.parametrize("limits", [SpanLimits(max_span_attributes=2), SpanLimits(max_attribute_length=3)])
+def test_attribute_limits_are_the_sdks_to_apply(limits: SpanLimits) -> None:
+    assert _exported(stamp_starting, stamp, limits) == _exported(_through_the_sdk, _through_the_sdk, limits)
+
+
+def test_values_that_are_not_plain_scalars_and_ended_spans_take_the_public_api(caplog: pytest.LogCaptureFixture) -> None:
+    odd: dict[str, Any] = {"agentguard.claims": ["write"], "agentguard.none": None}
+    tracer, exporter = _tracing()
+    ours, theirs = tracer.start_span("ours"), tracer.start_span("theirs")
+    stamp(ours, dict(odd))
+    theirs.set_attributes(dict(odd))
+    ours.end()
+    theirs.end()
+    stamp(ours, {"agentguard.stop_reason": "late"})
+    first, second = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == dict(second.attributes or {})  # the SDK's conversions, as it makes them
+    assert first.attributes["agentguard.claims"] == ("write",)  # type: ignore[index]
+    assert "agentguard.stop_reason" not in first.attributes  # type: ignore[operator]
+    assert "ended span" in caplog.text
+
+
+def test_a_span_of_another_kind_is_written_through_its_own_api() -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.written: dict[str, Any] = {}
+            self._attributes = None
+            self._lock = threading.Lock()
+
+        def set_attributes(self, attributes: dict[str, Any]) -> None:
+            self.written.update(attributes)
+
+    span = Recorder()
+    stamp_starting(span, {"agentguard.sequence": 1})
+    stamp(span, {"agentguard.steps": 2})
+    assert span.written == {"agentguard.sequence": 1, "agentguard.steps": 2}
