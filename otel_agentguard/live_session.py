@@ -32,7 +32,8 @@ class LiveSession:
     """A live session. Its ``lock`` guards the judge, the buffer and the span writes."""
 
     __slots__ = (
-        "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "last_context",
+        "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "session_span_id",
+        "last_context",
         "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit", "last_response_id",
     )
 
@@ -46,6 +47,7 @@ class LiveSession:
         self.first_sequence = sequence.last + 1
         self.buffer = SequenceBuffer(first=self.first_sequence)
         self.session_span: Span | None = None
+        self.session_span_id = 0  # of session_span, once attached
         self.last_context: SpanContext | None = None  # where a verdict span is parented
         self.pending_alerts: list[Alert] = []  # for the verdict span when no session span is open
         self.ended = False
@@ -57,10 +59,16 @@ class LiveSession:
     def span_open(self) -> bool:
         return self.session_span is not None and self.session_span.is_recording()
 
+    def attach_span(self, span: Span) -> None:
+        """``span`` is this session's span: its end ends the session."""
+        self.session_span = span
+        self.session_span_id = span.get_span_context().span_id
+
     def is_session_span(self, span: ReadableSpan) -> bool:
-        own = self.session_span
+        if self.session_span is None:
+            return False
         context = span.get_span_context()
-        return own is not None and context is not None and own.get_span_context().span_id == context.span_id
+        return context is not None and context.span_id == self.session_span_id
 
     def stop_pending(self) -> bool:
         return self.enforcer is not None and self.enforcer.pending_stop is not None

@@ -34,6 +34,7 @@ from otel_agentguard.steps import TOOL, Step
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
+_NO_ALERTS: list[Alert] = []  # never written: what judging no step raised
 
 
 class LiveSessions:
@@ -104,13 +105,16 @@ class LiveSessions:
                 session.last_context = span.get_span_context()
                 released = self._derive(session, kind, attrs, span)
                 released.extend(session.buffer.push(step))
-        self.judge(session, released)
+            # Judged under the same lock that released them: steps are judged in sequence order
+            # whichever thread releases them.
+            raised, final = self._observe(session, released)
+        self._judged(session, raised, final)
 
     def skip(self, session: LiveSession, sequence: int) -> None:
         """A numbered span that is no step after all (or whose step was lost): fill its place."""
         with session.lock:
-            released = session.buffer.skip(sequence)
-        self.judge(session, released)
+            raised, final = self._observe(session, session.buffer.skip(sequence))
+        self._judged(session, raised, final)
 
     def _derive(self, session: LiveSession, kind: str, attrs: Mapping[str, Any], span: ReadableSpan) -> list[Step]:
         """Tool steps only a model span recorded, released in order (under the session lock)."""
@@ -131,24 +135,29 @@ class LiveSessions:
             released.extend(session.buffer.push(step))
         return released
 
-    def judge(self, session: LiveSession, steps: list[Step]) -> None:
-        if not steps:
-            return
+    def _observe(self, session: LiveSession, steps: list[Step]) -> tuple[list[Alert], bool]:
+        """Judge released steps (under the session lock): the alerts raised, and whether one was final."""
+        if not steps or session.ended:
+            return _NO_ALERTS, False
         final = False
-        with session.lock:
-            if session.ended:
-                return
-            raised = []
-            for step in steps:
-                found = session.judge.observe(step)
-                if session.enforcer is not None:
-                    session.enforcer.on_step(step)
-                    for alert in found:
-                        session.enforcer.on_alert(alert)
+        raised: list[Alert] = []
+        for step in steps:
+            found = session.judge.observe(step)
+            if session.enforcer is not None:
+                session.enforcer.on_step(step)
+                for alert in found:
+                    session.enforcer.on_alert(alert)
+            if found:
                 raised.extend(found)
-                final = final or step.final
+            final = final or step.final
+        if raised:
             write_alerts(session, raised)
-        self.count(raised, session.judge.profile.name)
+        return raised, final
+
+    def _judged(self, session: LiveSession, raised: list[Alert], final: bool) -> None:
+        """After judging, outside the lock: count the alerts; a final answer may end the session."""
+        if raised:
+            self.count(raised, session.judge.profile.name)
         if final and session.session_span is None and not session.stop_pending():
             # Without a session span, the final answer is where the session ends (unless
             # the guard is about to refuse that answer: the stop ends it then).

@@ -205,7 +205,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             return
         session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
         if is_session_span and session.session_span is None:
-            session.session_span = span  # an inner invoke_agent of the same session joins the outer run
+            session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
         if kind is not None:
             stamps[A.SEQUENCE] = session.sequence.next()
         if stamps:
