@@ -675,6 +675,15 @@ def _digest(view: memoryview, walk: _Walk) -> str | None:
 def is_empty(value: Any) -> bool:
     """True for results that carry nothing: None, blank text, empty containers,
     or a dict whose every value is empty. Reads no application code."""
+    kind = type(value)
+    if kind is str:  # the exact builtins most results are, answered without the class walk
+        return not value.strip()
+    if kind is list or kind is tuple:
+        return not value
+    if kind is dict and value and dict.__len__(value) <= 64:
+        for item in dict.values(value):
+            if type(item) is str and item.strip() or type(item) in _NEVER_EMPTY:
+                return False  # one value that carries something: not empty, whatever the others
     try:
         return _is_empty(value, 0)
     except Exception:  # deliberate: unknown objects are not empty
@@ -695,6 +704,9 @@ def _is_empty(value: Any, depth: int) -> bool:
             return False
         return all(_is_empty(item, depth + 1) for item in dict.values(value))
     return False
+
+
+_NEVER_EMPTY = frozenset({int, float, bool})  # a number or a flag is something (only None and blanks are not)
 
 
 class ArgumentsFingerprint(NamedTuple):

@@ -114,3 +114,9 @@ def test_remembering_is_bounded() -> None:
         payloads.result(tool, raw)
     assert len(payloads._arguments) <= 8 and len(payloads._results) <= 8
     assert all(payloads.arguments(tool, raw) == tool.arguments(json.loads(raw)).fingerprint for raw in texts)
+
+
+@PROPS
+@given(value=values | containers)
+def test_is_empty_answers_as_the_class_walk_does(value: Any) -> None:
+    assert is_empty(value) == fingerprint._is_empty(value, 0)
