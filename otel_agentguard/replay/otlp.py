@@ -36,6 +36,7 @@ _COUNT_ATTRIBUTES = (
     A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, *A.LEGACY_INPUT_TOKENS, *A.LEGACY_OUTPUT_TOKENS,
     A.SEQUENCE, A.RESPONSE_TOOL_CALLS,
 )
+_COUNT_KEYS = frozenset(_COUNT_ATTRIBUTES)
 
 
 def decode_value(value: Mapping[str, Any] | None) -> Any:
@@ -114,16 +115,22 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     """The attributes in :data:`READ_KEYS` (and under its prefixes) as Python values; the others
     are decoded only to check them (an unset or string value needs no check)."""
     decoded: dict[str, Any] = {}
-    for item in items or ():
+    if not items:
+        return decoded
+    kept = _KEPT
+    for item in items:
         key = item["key"]
         value = item.get("value")
-        wanted = key in READ_KEYS or type(key) is not str or key.startswith(READ_KEY_PREFIXES)
+        wanted = kept.get(key)
+        if wanted is None:
+            wanted = _is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
-            [(member, inner)] = value.items()
-            if member == "stringValue":
+            inner = value.get("stringValue", _ABSENT)
+            if inner is not _ABSENT:  # most attributes are strings: nothing to check
                 if wanted:
                     decoded[key] = inner
                 continue
+            [(member, inner)] = value.items()
             if member == "intValue":
                 inner = _int64(inner)
             elif member == "boolValue":
@@ -137,6 +144,21 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
         elif value is not None:
             decode_value(value)  # checked, not kept
     return decoded
+
+
+# Whether an attribute key is read, by key: a span's keys come from a small set, and a lookup
+# here is cheaper than the prefix test. Bounded: keys beyond it are tested every time.
+_KEPT: dict[str, bool] = {}
+_KEPT_MAX = 4096
+
+
+def _is_read_key(key: Any) -> bool:
+    if type(key) is not str:
+        return key in READ_KEYS or True  # an unhashable key raises here, as a lookup would
+    wanted = key in READ_KEYS or key.startswith(READ_KEY_PREFIXES)
+    if len(_KEPT) < _KEPT_MAX:
+        _KEPT[key] = wanted
+    return wanted
 
 
 @dataclass(slots=True)
@@ -205,20 +227,29 @@ class OTLPCollector:
         end_ns = int(span.get("endTimeUnixNano") or 0)
         if not (0 <= start_ns <= _ranges.MAX_UNIX_NANO and 0 <= end_ns <= _ranges.MAX_UNIX_NANO):
             _check_times(span, path, line, index)
-        status = span.get("status") or {}
-        if not isinstance(status, dict):
-            raise TypeError("status must be an object")  # _explain says where
-        error = status.get("code") in _ERROR_CODES
+        status = span.get("status")
+        if status:
+            if type(status) is not dict:
+                raise TypeError("status must be an object")  # _explain says where
+            error = status.get("code") in _ERROR_CODES
+        else:
+            error = False
         if parent_id:
             self._parents[span_id] = parent_id
-        session_id = explicit_session(attrs)
+        session_id = attrs.get(A.SESSION_ID)  # the usual spelling, else every other one in order
+        if not session_id or type(session_id) is not str:
+            session_id = explicit_session(attrs)
         if session_id:
             self._session_of[span_id] = session_id
             if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
                 self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is not None:
-            _check_counts(attrs, path, line, index)
+            for key in _COUNT_KEYS.intersection(attrs):  # the usual case: none, or counts in range
+                value = attrs[key]
+                if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
+                    _check_counts(attrs, path, line, index)  # says which, in the documented order
+                    break
             self._steps_by_span[span_id] = (kind, attrs)
             self._candidates.append(_Candidate(
                 kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
