@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from otel_agentguard import _ranges
@@ -183,11 +184,14 @@ class OTLPCollector:
     def __init__(self, policy: Policy):
         self._policy = policy
         self._parents: dict[str, str] = {}
-        self._seen: set[tuple[str, str]] = set()
+        # Span ids seen, with their trace id; the same span id in another trace too (rare) also
+        # goes in the set of (trace id, span id) pairs.
+        self._seen: dict[str, str] = {}
+        self._seen_elsewhere: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
         self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
-        self._steps_by_span: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._steps_by_span: dict[str, _Candidate] = {}
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
@@ -220,9 +224,15 @@ class OTLPCollector:
             if parent_id:  # not an input to judge, but a link in its children's parent chain
                 self._parents.setdefault(span_id, parent_id)
             return
-        if (trace_id, span_id) in self._seen:
+        seen = self._seen.get(span_id)
+        if seen is None:
+            self._seen[span_id] = trace_id
+        elif seen == trace_id:
             return  # the same span exported twice (a retry, or one file given twice) is one span
-        self._seen.add((trace_id, span_id))
+        elif (trace_id, span_id) in self._seen_elsewhere:
+            return
+        else:
+            self._seen_elsewhere.add((trace_id, span_id))
         start_ns = int(span.get("startTimeUnixNano") or 0)
         end_ns = int(span.get("endTimeUnixNano") or 0)
         if not (0 <= start_ns <= _ranges.MAX_UNIX_NANO and 0 <= end_ns <= _ranges.MAX_UNIX_NANO):
@@ -250,11 +260,13 @@ class OTLPCollector:
                 if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
                     _check_counts(attrs, path, line, index)  # says which, in the documented order
                     break
-            self._steps_by_span[span_id] = (kind, attrs)
-            self._candidates.append(_Candidate(
-                kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
-                path, line, session_id,
-            ))
+            name = span.get("name") or ""
+            candidate = _Candidate(
+                kind, attrs, name if type(name) is str else str(name), trace_id, span_id, parent_id, start_ns,
+                end_ns, error, path, line, session_id,
+            )
+            self._steps_by_span[span_id] = candidate
+            self._candidates.append(candidate)
 
     def _resolve(self, candidate: _Candidate) -> tuple[str, str | None]:
         """The step's session id and, when it ran inside one, the span id of its session span.
@@ -311,17 +323,24 @@ class OTLPCollector:
     def sessions(self) -> list[RecordedSession]:
         joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
+        unnumbered: set[str] = set()  # sessions with a step span that has no sequence number
+        steps_by_span = self._steps_by_span
         candidate: _Candidate | None  # a derived step has none
         for candidate in self._candidates:
-            parent = self._steps_by_span.get(candidate.parent_id)
-            if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):
+            parent = steps_by_span.get(candidate.parent_id)
+            if parent is not None and nested_step(candidate.kind, candidate.attrs, parent.kind, parent.attrs):
                 continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
             session_id, run = self._resolve(candidate)
-            by_session.setdefault(session_id, []).append((joined.get(run, run) if run else None, candidate))
+            members = by_session.get(session_id)
+            if members is None:
+                members = by_session[session_id] = []
+            members.append((joined.get(run, run) if run else None, candidate))
+            if not isinstance(candidate.attrs.get(A.SEQUENCE), int):
+                unnumbered.add(session_id)
         result = [run for span_id, run in self._runs.items() if joined.get(span_id) == span_id]
         for session_id, members in by_session.items():
             # Sequence numbers count per session id across its runs, as live.
-            numbered = all(isinstance(c.attrs.get(A.SEQUENCE), int) for _, c in members)
+            numbered = session_id not in unnumbered
             if numbered:
                 members.sort(key=lambda m: m[1].attrs[A.SEQUENCE])
             else:
@@ -352,7 +371,7 @@ class OTLPCollector:
         try:
             return with_derived_steps(  # type: ignore[return-value]
                 members, numbered=numbered, session_id=session_id, policy=self._policy,
-                build=lambda candidate, sequence: self._step(candidate, session_id, sequence),  # type: ignore[arg-type]
+                build=partial(self._step, session_id=session_id),  # type: ignore[arg-type]
             )
         except InputError:
             raise
@@ -362,7 +381,7 @@ class OTLPCollector:
                 first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})", first.line
             ) from None
 
-    def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
+    def _step(self, candidate: _Candidate, sequence: int, session_id: str) -> Step:
         try:
             return step_from_attributes(
                 candidate.attrs,
