@@ -371,7 +371,7 @@ class OTLPCollector:
         try:
             return with_derived_steps(  # type: ignore[return-value]
                 members, numbered=numbered, session_id=session_id, policy=self._policy,
-                build=partial(self._step, session_id=session_id),  # type: ignore[arg-type]
+                build=partial(self._step, session_id=session_id),
             )
         except InputError:
             raise
