@@ -122,20 +122,21 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     for item in items:
         key = item["key"]
         value = item.get("value")
-        wanted = kept.get(key)
-        if wanted is None:
-            wanted = _is_read_key(key)
+        if key in READ_KEYS:
+            wanted = True
+        else:
+            wanted = kept.get(key)
+            if wanted is None:
+                wanted = _is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
-            inner = value.get("stringValue", _ABSENT)
-            if inner is not _ABSENT:  # most attributes are strings: nothing to check
+            if "stringValue" in value:  # most attributes are strings: nothing to check
                 if wanted:
-                    decoded[key] = inner
+                    decoded[key] = value["stringValue"]
                 continue
-            [(member, inner)] = value.items()
-            if member == "intValue":
-                inner = _int64(inner)
-            elif member == "boolValue":
-                inner = bool(inner)
+            if "intValue" in value:
+                inner = _int64(value["intValue"])
+            elif "boolValue" in value:
+                inner = bool(value["boolValue"])
             else:
                 inner = decode_value(value)
             if wanted:
@@ -147,16 +148,17 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     return decoded
 
 
-# Whether an attribute key is read, by key: a span's keys come from a small set, and a lookup
-# here is cheaper than the prefix test. Bounded: keys beyond it are tested every time.
+# Whether an attribute key outside READ_KEYS is read (under a prefix), by key: a span's keys come
+# from a small set, and a lookup is cheaper than the prefix test. Bounded: keys beyond it are
+# tested every time.
 _KEPT: dict[str, bool] = {}
 _KEPT_MAX = 4096
 
 
 def _is_read_key(key: Any) -> bool:
     if type(key) is not str:
-        return key in READ_KEYS or True  # an unhashable key raises here, as a lookup would
-    wanted = key in READ_KEYS or key.startswith(READ_KEY_PREFIXES)
+        return True  # kept as it is, as every key the readers might ask for
+    wanted = key.startswith(READ_KEY_PREFIXES)
     if len(_KEPT) < _KEPT_MAX:
         _KEPT[key] = wanted
     return wanted
