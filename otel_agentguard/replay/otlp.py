@@ -122,9 +122,8 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     for item in items:
         key = item["key"]
         value = item.get("value")
-        if key in READ_KEYS:
-            wanted = True
-        else:
+        wanted: bool | None = True
+        if key not in READ_KEYS:
             wanted = kept.get(key)
             if wanted is None:
                 wanted = _is_read_key(key)
