@@ -51,6 +51,7 @@ def with_derived_steps(
     numbers: dict[int, int] = {}
     started = 0
     derived = DerivedTools(session_id, policy)
+    waiting = False  # whether a requested call waits in derived (asked once per change, not per test)
     derived_run: Hashable = None
     last_response: str | None = None
     result: list[tuple[Hashable, StepSpan | None, Step]] = []
@@ -66,22 +67,25 @@ def with_derived_steps(
                     counter = number
             else:
                 numbers[first] = next_sequence()
-        if run != derived_run and derived:  # live, the run that asked ended and flushed them
+        if waiting and run != derived_run:  # live, the run that asked ended and flushed them
             result.extend((derived_run, None, step) for step in derived.flush())
+            waiting = False
         kind = span.kind
         if kind == MODEL:
             repeated, last_response = same_response(kind, span.attrs, last_response)
             if repeated:  # the same model call seen a second time: no step, as live
                 continue
         step = build(span, numbers[order])  # a span that ends before it starts was never numbered
-        if kind != TOOL or derived:  # a tool span with no call waiting leaves nothing to derive
+        if kind != TOOL or waiting:  # a tool span with no call waiting leaves nothing to derive
             released, _ = derived.on_step(
                 kind, span.attrs, span_name=span.name, start_ns=span.start_ns, end_ns=end_ns,
                 next_sequence=next_sequence,
             )
-            result.extend((run, None, extra) for extra in released)
+            if released:
+                result.extend((run, None, extra) for extra in released)
+            waiting = bool(derived)
         result.append((run, span, step))
-        if derived:
+        if waiting:
             derived_run = run
     result.extend((derived_run, None, step) for step in derived.flush())
     result.sort(key=_sequence)

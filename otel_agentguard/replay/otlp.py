@@ -242,7 +242,8 @@ class OTLPCollector:
         if status:
             if type(status) is not dict:
                 raise TypeError("status must be an object")  # _explain says where
-            error = status.get("code") in _ERROR_CODES
+            code = status.get("code")
+            error = code in _ERROR_CODES if code else False  # unset or 0 (the usual): no error
         else:
             error = False
         if parent_id:
