@@ -39,8 +39,9 @@ def with_derived_steps(
     # tool span starts after the model span that asked). A start only numbers its span, so the
     # starts are taken lazily: before each end, those that came earlier.
     spans = [span for _, span in members]
-    ends = sorted(range(len(spans)), key=lambda order: spans[order].end_ns)  # stable: ties in order
-    starts = sorted(range(len(spans)), key=lambda order: spans[order].start_ns)
+    # Stable sorts: at one instant, in member order.
+    ends = sorted(range(len(spans)), key=[span.end_ns for span in spans].__getitem__)
+    starts = sorted(range(len(spans)), key=[span.start_ns for span in spans].__getitem__)
     counter = 0
 
     def next_sequence() -> int:

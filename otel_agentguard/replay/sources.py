@@ -237,11 +237,10 @@ def _json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[
                 progress(read)
             if len(raw) > MAX_LINE_BYTES:
                 raise InputError(name, f"line longer than {MAX_LINE_BYTES} bytes", number)
-            text = raw.strip()
-            if not text:
-                continue
+            if raw.isspace():
+                continue  # a blank line
             try:
-                yield number, _loads_line(text)
+                yield number, _loads_line(raw)  # as read: stripping would copy a line of megabytes
             except RecursionError:
                 raise InputError(name, "JSON nested too deeply", number) from None
             except ValueError as exc:
@@ -258,10 +257,10 @@ def _loads_line(text: bytes) -> Any:
     """
     if _orjson is not None and _LONG_INTEGER.search(text) is None:
         try:
-            return _orjson.loads(text)
+            return _orjson.loads(text)  # JSON whitespace around the value (the newline) is allowed
         except ValueError:  # orjson.JSONDecodeError: let the stdlib decide and word the error
             pass
-    return json.loads(text)
+    return json.loads(text.strip())  # stripped: error columns count from the first character
 
 
 def _load_document(path: Path) -> Any:
