@@ -15,7 +15,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.derived import DerivedTools
 from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.policy import Policy
-from otel_agentguard.steps import Step
+from otel_agentguard.steps import MODEL, TOOL, Step
 
 
 class StepSpan(Protocol):
@@ -35,10 +35,13 @@ def with_derived_steps(
     build: Callable[[StepSpan, int], Step],
 ) -> list[tuple[Hashable, StepSpan | None, Step]]:
     """Each member's step and the derived ones between them, as (run, span or None, step) in sequence order."""
-    events = sorted(
-        [(span.start_ns, 1, order) for order, (_, span) in enumerate(members)]
-        + [(span.end_ns, 0, order) for order, (_, span) in enumerate(members)]
-    )  # at one instant, an end before a start: a tool span starts after the model span that asked
+    # The spans' start and end events in time order; at one instant, an end before a start (a
+    # tool span starts after the model span that asked). A start only numbers its span, so the
+    # starts are taken lazily: before each end, those that came earlier.
+    spans = [span for _, span in members]
+    # Stable sorts: at one instant, in member order.
+    ends = sorted(range(len(spans)), key=[span.end_ns for span in spans].__getitem__)
+    starts = sorted(range(len(spans)), key=[span.start_ns for span in spans].__getitem__)
     counter = 0
 
     def next_sequence() -> int:
@@ -47,33 +50,48 @@ def with_derived_steps(
         return counter
 
     numbers: dict[int, int] = {}
+    started = 0
     derived = DerivedTools(session_id, policy)
+    waiting = False  # whether a requested call waits in derived (asked once per change, not per test)
     derived_run: Hashable = None
     last_response: str | None = None
     result: list[tuple[Hashable, StepSpan | None, Step]] = []
-    for _, is_start, order in events:
+    for order in ends:
         run, span = members[order]
-        if is_start:
+        end_ns = span.end_ns
+        while started < len(starts) and spans[starts[started]].start_ns < end_ns:
+            first = starts[started]
+            started += 1
             if numbered:
-                numbers[order] = span.attrs[A.SEQUENCE]
-                counter = max(counter, numbers[order])
+                numbers[first] = number = spans[first].attrs[A.SEQUENCE]
+                if number > counter:
+                    counter = number
             else:
-                numbers[order] = next_sequence()
-            continue
-        if run != derived_run and derived:  # live, the run that asked ended and flushed them
+                numbers[first] = next_sequence()
+        if waiting and run != derived_run:  # live, the run that asked ended and flushed them
             result.extend((derived_run, None, step) for step in derived.flush())
-        repeated, last_response = same_response(span.kind, span.attrs, last_response)
-        if repeated:  # the same model call seen a second time: no step, as live
-            continue
-        step = build(span, numbers[order])
-        released, _ = derived.on_step(
-            span.kind, span.attrs, span_name=span.name, start_ns=span.start_ns, end_ns=span.end_ns,
-            next_sequence=next_sequence,
-        )
-        result.extend((run, None, extra) for extra in released)
+            waiting = False
+        kind = span.kind
+        if kind == MODEL:
+            repeated, last_response = same_response(kind, span.attrs, last_response)
+            if repeated:  # the same model call seen a second time: no step, as live
+                continue
+        step = build(span, numbers[order])  # a span that ends before it starts was never numbered
+        if kind != TOOL or waiting:  # a tool span with no call waiting leaves nothing to derive
+            released, _ = derived.on_step(
+                kind, span.attrs, span_name=span.name, start_ns=span.start_ns, end_ns=end_ns,
+                next_sequence=next_sequence,
+            )
+            if released:
+                result.extend((run, None, extra) for extra in released)
+            waiting = bool(derived)
         result.append((run, span, step))
-        if derived:
+        if waiting:
             derived_run = run
     result.extend((derived_run, None, step) for step in derived.flush())
-    result.sort(key=lambda entry: entry[2].sequence)
+    result.sort(key=_sequence)
     return result
+
+
+def _sequence(entry: tuple[Hashable, StepSpan | None, Step]) -> int:
+    return entry[2].sequence

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from otel_agentguard import _ranges
@@ -36,6 +37,7 @@ _COUNT_ATTRIBUTES = (
     A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, *A.LEGACY_INPUT_TOKENS, *A.LEGACY_OUTPUT_TOKENS,
     A.SEQUENCE, A.RESPONSE_TOOL_CALLS,
 )
+_COUNT_KEYS = frozenset(_COUNT_ATTRIBUTES)
 
 
 def decode_value(value: Mapping[str, Any] | None) -> Any:
@@ -114,20 +116,26 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     """The attributes in :data:`READ_KEYS` (and under its prefixes) as Python values; the others
     are decoded only to check them (an unset or string value needs no check)."""
     decoded: dict[str, Any] = {}
-    for item in items or ():
+    if not items:
+        return decoded
+    kept = _KEPT
+    for item in items:
         key = item["key"]
         value = item.get("value")
-        wanted = key in READ_KEYS or type(key) is not str or key.startswith(READ_KEY_PREFIXES)
+        wanted: bool | None = True
+        if key not in READ_KEYS:
+            wanted = kept.get(key)
+            if wanted is None:
+                wanted = _is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
-            [(member, inner)] = value.items()
-            if member == "stringValue":
+            if "stringValue" in value:  # most attributes are strings: nothing to check
                 if wanted:
-                    decoded[key] = inner
+                    decoded[key] = value["stringValue"]
                 continue
-            if member == "intValue":
-                inner = _int64(inner)
-            elif member == "boolValue":
-                inner = bool(inner)
+            if "intValue" in value:
+                inner = _int64(value["intValue"])
+            elif "boolValue" in value:
+                inner = bool(value["boolValue"])
             else:
                 inner = decode_value(value)
             if wanted:
@@ -137,6 +145,22 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
         elif value is not None:
             decode_value(value)  # checked, not kept
     return decoded
+
+
+# Whether an attribute key outside READ_KEYS is read (under a prefix), by key: a span's keys come
+# from a small set, and a lookup is cheaper than the prefix test. Bounded: keys beyond it are
+# tested every time.
+_KEPT: dict[str, bool] = {}
+_KEPT_MAX = 4096
+
+
+def _is_read_key(key: Any) -> bool:
+    if type(key) is not str:
+        return True  # kept as it is, as every key the readers might ask for
+    wanted = key.startswith(READ_KEY_PREFIXES)
+    if len(_KEPT) < _KEPT_MAX:
+        _KEPT[key] = wanted
+    return wanted
 
 
 @dataclass(slots=True)
@@ -161,11 +185,14 @@ class OTLPCollector:
     def __init__(self, policy: Policy):
         self._policy = policy
         self._parents: dict[str, str] = {}
-        self._seen: set[tuple[str, str]] = set()
+        # Span ids seen, with their trace id; the same span id in another trace too (rare) also
+        # goes in the set of (trace id, span id) pairs.
+        self._seen: dict[str, str] = {}
+        self._seen_elsewhere: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
         self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
-        self._steps_by_span: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._steps_by_span: dict[str, _Candidate] = {}
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
@@ -198,32 +225,50 @@ class OTLPCollector:
             if parent_id:  # not an input to judge, but a link in its children's parent chain
                 self._parents.setdefault(span_id, parent_id)
             return
-        if (trace_id, span_id) in self._seen:
+        seen = self._seen.get(span_id)
+        if seen is None:
+            self._seen[span_id] = trace_id
+        elif seen == trace_id:
             return  # the same span exported twice (a retry, or one file given twice) is one span
-        self._seen.add((trace_id, span_id))
+        elif (trace_id, span_id) in self._seen_elsewhere:
+            return
+        else:
+            self._seen_elsewhere.add((trace_id, span_id))
         start_ns = int(span.get("startTimeUnixNano") or 0)
         end_ns = int(span.get("endTimeUnixNano") or 0)
         if not (0 <= start_ns <= _ranges.MAX_UNIX_NANO and 0 <= end_ns <= _ranges.MAX_UNIX_NANO):
             _check_times(span, path, line, index)
-        status = span.get("status") or {}
-        if not isinstance(status, dict):
-            raise TypeError("status must be an object")  # _explain says where
-        error = status.get("code") in _ERROR_CODES
+        status = span.get("status")
+        if status:
+            if type(status) is not dict:
+                raise TypeError("status must be an object")  # _explain says where
+            code = status.get("code")
+            error = code in _ERROR_CODES if code else False  # unset or 0 (the usual): no error
+        else:
+            error = False
         if parent_id:
             self._parents[span_id] = parent_id
-        session_id = explicit_session(attrs)
+        session_id = attrs.get(A.SESSION_ID)  # the usual spelling, else every other one in order
+        if not session_id or type(session_id) is not str:
+            session_id = explicit_session(attrs)
         if session_id:
             self._session_of[span_id] = session_id
             if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
                 self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
         if kind is not None:
-            _check_counts(attrs, path, line, index)
-            self._steps_by_span[span_id] = (kind, attrs)
-            self._candidates.append(_Candidate(
-                kind, attrs, str(span.get("name") or ""), trace_id, span_id, parent_id, start_ns, end_ns, error,
-                path, line, session_id,
-            ))
+            for key in _COUNT_KEYS.intersection(attrs):  # the usual case: none, or counts in range
+                value = attrs[key]
+                if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
+                    _check_counts(attrs, path, line, index)  # says which, in the documented order
+                    break
+            name = span.get("name") or ""
+            candidate = _Candidate(
+                kind, attrs, name if type(name) is str else str(name), trace_id, span_id, parent_id, start_ns,
+                end_ns, error, path, line, session_id,
+            )
+            self._steps_by_span[span_id] = candidate
+            self._candidates.append(candidate)
 
     def _resolve(self, candidate: _Candidate) -> tuple[str, str | None]:
         """The step's session id and, when it ran inside one, the span id of its session span.
@@ -280,17 +325,24 @@ class OTLPCollector:
     def sessions(self) -> list[RecordedSession]:
         joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
+        unnumbered: set[str] = set()  # sessions with a step span that has no sequence number
+        steps_by_span = self._steps_by_span
         candidate: _Candidate | None  # a derived step has none
         for candidate in self._candidates:
-            parent = self._steps_by_span.get(candidate.parent_id)
-            if parent is not None and nested_step(candidate.kind, candidate.attrs, *parent):
+            parent = steps_by_span.get(candidate.parent_id)
+            if parent is not None and nested_step(candidate.kind, candidate.attrs, parent.kind, parent.attrs):
                 continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
             session_id, run = self._resolve(candidate)
-            by_session.setdefault(session_id, []).append((joined.get(run, run) if run else None, candidate))
+            members = by_session.get(session_id)
+            if members is None:
+                members = by_session[session_id] = []
+            members.append((joined.get(run, run) if run else None, candidate))
+            if not isinstance(candidate.attrs.get(A.SEQUENCE), int):
+                unnumbered.add(session_id)
         result = [run for span_id, run in self._runs.items() if joined.get(span_id) == span_id]
         for session_id, members in by_session.items():
             # Sequence numbers count per session id across its runs, as live.
-            numbered = all(isinstance(c.attrs.get(A.SEQUENCE), int) for _, c in members)
+            numbered = session_id not in unnumbered
             if numbered:
                 members.sort(key=lambda m: m[1].attrs[A.SEQUENCE])
             else:
@@ -321,7 +373,7 @@ class OTLPCollector:
         try:
             return with_derived_steps(  # type: ignore[return-value]
                 members, numbered=numbered, session_id=session_id, policy=self._policy,
-                build=lambda candidate, sequence: self._step(candidate, session_id, sequence),  # type: ignore[arg-type]
+                build=partial(self._step, session_id=session_id),
             )
         except InputError:
             raise
@@ -331,7 +383,7 @@ class OTLPCollector:
                 first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})", first.line
             ) from None
 
-    def _step(self, candidate: _Candidate, session_id: str, sequence: int) -> Step:
+    def _step(self, candidate: _Candidate, sequence: int, session_id: str) -> Step:
         try:
             return step_from_attributes(
                 candidate.attrs,
