@@ -83,7 +83,7 @@ def _read_and_judge(args: argparse.Namespace) -> tuple[Policy, list[render.Judge
     bar = _ProgressBar.for_inputs(args.files)
     try:
         with classifier_everywhere():  # offline: the policy's claim classifier may be waited for
-            sessions = read_files(args.files, policy, bar.update if bar else None, documents, _unfreed)
+            sessions = read_files(args.files, policy, bar.update if bar else None, documents)
             if not sessions and not args.allow_empty:
                 more = f" and {len(args.files) - 5} more files" if len(args.files) > 5 else ""
                 named = ", ".join(args.files[:5]) + more
@@ -95,20 +95,7 @@ def _read_and_judge(args: argparse.Namespace) -> tuple[Policy, list[render.Judge
     finally:
         if bar:
             bar.close()
-    _unfreed.append(judged)
     return policy, judged
-
-
-# What a replay read and judged, when the command line runs: kept to the end and never freed
-# (see run). Freeing a million spans' objects one by one takes seconds; the process is exiting.
-_unfreed: list[Any] = []
-
-
-def _leave_unfreed() -> None:
-    """Keep what is in ``_unfreed`` past the interpreter's shutdown: a list that holds itself
-    is freed only by the cyclic collector, and a frozen one by no collection at all."""
-    _unfreed.append(_unfreed)
-    gc.freeze()
 
 
 class _ProgressBar:
@@ -328,8 +315,3 @@ def run(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-    finally:
-        if argv is None:  # the command line itself (not a caller in this process): exiting next
-            _leave_unfreed()
-        else:
-            _unfreed.clear()

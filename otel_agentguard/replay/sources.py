@@ -54,7 +54,6 @@ def read_files(
     policy: Policy,
     progress: Progress | None = None,
     documents: dict[str, Any] | None = None,
-    keep: list[Any] | None = None,
 ) -> list[RecordedSession]:
     """All sessions in ``paths``, in file order; OTLP spans are pooled across files.
 
@@ -62,8 +61,6 @@ def read_files(
     read so far (all files together); the CLI draws its progress bar from it.
     ``documents`` holds trajectory documents already parsed (by
     :func:`find_policy_reference`): they are taken from there, not parsed again.
-    ``keep``, when given, is handed what was read on the way (the spans, millions of small
-    objects): a command line about to exit keeps them rather than spend seconds freeing them.
     """
     otlp = OTLPCollector(policy)
     agent_trace = AgentTraceCollector(policy)
@@ -75,8 +72,6 @@ def read_files(
         sessions.extend(_read_one(file, otlp, agent_trace, policy, report, documents))
         if progress is not None:
             done += _size(file)
-    if keep is not None:
-        keep.append(otlp)
     return sessions + otlp.sessions() + agent_trace.sessions()
 
 
