@@ -101,5 +101,5 @@ def _newer_half(entries: dict[Any, Any]) -> dict[Any, Any]:
         return {}
 
 
-#: Fingerprints every text afresh (the replay of a file, derived steps).
+#: Fingerprints every text afresh (steps derived from model spans, hand-built steps).
 NO_MEMORY = PayloadFingerprints(max_entries=0)

@@ -271,3 +271,34 @@ def test_session_lifecycles_agree_between_live_and_replay(tmp_path):
     conv1 = sorted(s.attributes[A.SEQUENCE] for s in memory.get_finished_spans()
                    if s.attributes.get(A.SESSION_ID) == "conv-1" and A.SEQUENCE in s.attributes)
     assert conv1 == [1, 2, 3, 4, 5, 6]  # monotonic per session id across its runs
+
+
+@pytest.mark.parametrize("duration_ns", [0, -5], ids=["zero-duration", "ends-before-it-starts"])
+def test_foreign_step_spans_without_duration_replay_as_judged_live(tmp_path, duration_ns):
+    """Coarse clocks give a span one timestamp for start and end (and skewed ones an end
+    before the start): another instrumentation's tool spans are still numbered and judged."""
+    from opentelemetry import trace
+
+    path = tmp_path / "trace.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPJsonLinesSpanExporter(path)))
+    processor = AgentGuardSpanProcessor(POLICY, tracer_provider=provider)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("another-instrumentation")
+    t0 = 1_760_000_000_000_000_000
+    agent = tracer.start_span("invoke_agent support", start_time=t0, attributes={
+        A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.GEN_AI_CONVERSATION_ID: "coarse-clock"})
+    inside = trace.set_span_in_context(agent)
+    for index in range(4):
+        at = t0 + 1_000 * (index + 1)
+        span = tracer.start_span("execute_tool lookup", context=inside, start_time=at, attributes={
+            A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL, A.GEN_AI_TOOL_NAME: "lookup",
+            A.GEN_AI_TOOL_CALL_ARGUMENTS: '{"order": "A-1"}', A.GEN_AI_TOOL_CALL_RESULT: '{"state": "stalled"}'})
+        span.end(end_time=at + duration_ns)
+    live = processor.end_session(agent)
+    agent.end(end_time=t0 + 10_000)
+    provider.shutdown()
+    (replayed,) = [verdict for session, verdict in replay_files([path], POLICY) if session.session_id == "coarse-clock"]
+    assert live is not None and live.stop_reason == "tool_loop"
+    assert replayed.stop_reason == live.stop_reason
+    assert alert_keys(replayed) == alert_keys(live) == [("tool_loop", 3, (1, 2, 3), None)]

@@ -50,6 +50,19 @@ def with_derived_steps(
         return counter
 
     numbers: dict[int, int] = {}
+
+    def take_number(index: int) -> None:
+        """A span's start: its sequence number (once; a span numbered at its end keeps that one)."""
+        nonlocal counter
+        if index in numbers:
+            return
+        if numbered:
+            numbers[index] = number = spans[index].attrs[A.SEQUENCE]
+            if number > counter:
+                counter = number
+        else:
+            numbers[index] = next_sequence()
+
     started = 0
     derived = DerivedTools(session_id, policy)
     waiting = False  # whether a requested call waits in derived (asked once per change, not per test)
@@ -60,14 +73,10 @@ def with_derived_steps(
         run, span = members[order]
         end_ns = span.end_ns
         while started < len(starts) and spans[starts[started]].start_ns < end_ns:
-            first = starts[started]
+            take_number(starts[started])
             started += 1
-            if numbered:
-                numbers[first] = number = spans[first].attrs[A.SEQUENCE]
-                if number > counter:
-                    counter = number
-            else:
-                numbers[first] = next_sequence()
+        if order not in numbers:  # it ends when it starts (or, clocks skewed, before): numbered now
+            take_number(order)
         if waiting and run != derived_run:  # live, the run that asked ended and flushed them
             result.extend((derived_run, None, step) for step in derived.flush())
             waiting = False
@@ -76,7 +85,7 @@ def with_derived_steps(
             repeated, last_response = same_response(kind, span.attrs, last_response)
             if repeated:  # the same model call seen a second time: no step, as live
                 continue
-        step = build(span, numbers[order])  # a span that ends before it starts was never numbered
+        step = build(span, numbers[order])
         if kind != TOOL or waiting:  # a tool span with no call waiting leaves nothing to derive
             released, _ = derived.on_step(
                 kind, span.attrs, span_name=span.name, start_ns=span.start_ns, end_ns=end_ns,

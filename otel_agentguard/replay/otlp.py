@@ -17,6 +17,7 @@ from typing import Any
 
 from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
+from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay._derive import with_derived_steps
 from otel_agentguard.replay.errors import InputError
@@ -193,6 +194,7 @@ class OTLPCollector:
         self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
         self._steps_by_span: dict[str, _Candidate] = {}
+        self._payloads = PayloadFingerprints()  # raw tool payloads of foreign spans, fingerprinted once
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
@@ -395,6 +397,7 @@ class OTLPCollector:
                 start_ns=candidate.start_ns,
                 end_ns=candidate.end_ns,
                 status_error=candidate.error,
+                payloads=self._payloads,
             )
         except Exception as exc:  # a span the adapter cannot read: name it, never a traceback
             raise InputError(candidate.path, f"unreadable span {candidate.name!r} ({type(exc).__name__}: {exc})",
