@@ -19,8 +19,11 @@ from otel_agentguard import _json_text_form
 from otel_agentguard._json_text import decode_payload
 from otel_agentguard.fingerprint import Fingerprinter, is_empty, key_epoch
 
-MAX_ENTRIES = 4096  # per kind (arguments, results)
+MAX_ENTRIES = 8192
 _MAX_REMEMBERED_CHARS = 1024  # so at most ~8 MiB of remembered text per guard
+# orjson writes the form of texts up to this long: far fewer values (each takes two characters
+# or more) than the walk's value budget, which the reference form would cut short.
+_MAX_WRITTEN_CHARS = 1 << 16
 _JSON_CONTAINER_START = ("{", "[")
 
 
@@ -30,66 +33,51 @@ class PayloadFingerprints:
     Safe from any thread: a lost race costs a second fingerprint, never a wrong one.
     """
 
-    __slots__ = ("_arguments", "_results", "_epoch", "_max")
+    __slots__ = ("_remembered", "_epoch", "_max")
 
     def __init__(self, max_entries: int = MAX_ENTRIES):
-        self._arguments: dict[tuple[Fingerprinter, str], str] = {}
-        self._results: dict[tuple[Fingerprinter, str], tuple[str, bool]] = {}
+        # (fingerprinter, text, of arguments?) -> (fingerprint, empty result?)
+        self._remembered: dict[tuple[Fingerprinter, str, bool], tuple[str, bool]] = {}
         self._epoch = key_epoch()
         self._max = max_entries
 
     def arguments(self, fingerprinter: Fingerprinter, raw: Any) -> str:
         """The fingerprint of a call's arguments as a span recorded them."""
-        if type(raw) is not str or len(raw) > _MAX_REMEMBERED_CHARS or not self._max:
-            return fingerprinter.arguments(decode_payload(raw)).fingerprint
-        if self._epoch != key_epoch():
-            self._forget()
-        key = (fingerprinter, raw)
-        found = self._arguments.get(key)
-        if found is None:
-            written = _written_by_orjson(fingerprinter, raw)
-            if written is not None:
-                found = fingerprinter.digest_of_form(written[0], arguments=True)
-            else:
-                found = fingerprinter.arguments(decode_payload(raw)).fingerprint
-            if len(self._arguments) >= self._max:
-                self._arguments = _newer_half(self._arguments)
-            self._arguments[key] = found
-        return found
+        return self._fingerprint(fingerprinter, raw, True)[0]
 
     def result(self, fingerprinter: Fingerprinter, raw: Any) -> tuple[str, bool]:
         """The fingerprint of a call's result as a span recorded it, and whether it is empty."""
+        return self._fingerprint(fingerprinter, raw, False)
+
+    def _fingerprint(self, fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> tuple[str, bool]:
         if type(raw) is not str or len(raw) > _MAX_REMEMBERED_CHARS or not self._max:
-            value = decode_payload(raw)
-            return fingerprinter.result(value), is_empty(value)
-        if self._epoch != key_epoch():
-            self._forget()
-        key = (fingerprinter, raw)
-        found = self._results.get(key)
+            return _fingerprint_of(fingerprinter, raw, arguments)
+        if self._epoch != key_epoch():  # the key changed: what was remembered was made with the old one
+            self._remembered = {}
+            self._epoch = key_epoch()
+        key = (fingerprinter, raw, arguments)
+        found = self._remembered.get(key)
         if found is None:
-            written = _written_by_orjson(fingerprinter, raw)
-            if written is not None:
-                found = (fingerprinter.digest_of_form(written[0], arguments=False), is_empty(written[1]))
-            else:
-                value = decode_payload(raw)
-                found = (fingerprinter.result(value), is_empty(value))
-            if len(self._results) >= self._max:
-                self._results = _newer_half(self._results)
-            self._results[key] = found
+            found = _fingerprint_of(fingerprinter, raw, arguments)
+            if len(self._remembered) >= self._max:
+                self._remembered = _newer_half(self._remembered)
+            self._remembered[key] = found
         return found
 
-    def _forget(self) -> None:
-        """The key changed: what was remembered was made with the old one."""
-        self._arguments = {}
-        self._results = {}
-        self._epoch = key_epoch()
 
-
-def _written_by_orjson(fingerprinter: Fingerprinter, raw: str) -> tuple[bytes, Any] | None:
-    """The canonical form orjson writes for a JSON object or array text (and its value), if it can."""
-    if raw[:1] not in _JSON_CONTAINER_START or not _json_text_form.available():
-        return None
-    return _json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
+def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> tuple[str, bool]:
+    """A payload's fingerprint (of arguments, else of a result) and whether it is an empty result:
+    from the form orjson writes when it can, else through the reference walk."""
+    if (type(raw) is str and raw[:1] in _JSON_CONTAINER_START and len(raw) <= _MAX_WRITTEN_CHARS
+            and _json_text_form.available()):
+        written = _json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
+        if written is not None:
+            form, value = written
+            return fingerprinter.digest_of_form(form, arguments=arguments), not arguments and is_empty(value)
+    value = decode_payload(raw)
+    if arguments:
+        return fingerprinter.arguments(value).fingerprint, False
+    return fingerprinter.result(value), is_empty(value)
 
 
 def _newer_half(entries: dict[Any, Any]) -> dict[Any, Any]:
