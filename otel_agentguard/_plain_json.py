@@ -48,15 +48,14 @@ _CODES: dict[type, int] = {str: ord("s"), int: ord("i"), float: ord("f"), bool: 
 _code_of = cast("Callable[[type], int]", _CODES.get)
 
 
-def _mask(*codes: bytes) -> bytes:
-    return bytes(1 if bytes([byte]) in codes else 0 for byte in range(256))
+def _mask(code: bytes) -> bytes:
+    return bytes(1 if byte == code[0] else 0 for byte in range(256))
 
 
 _STR_ONLY_CODES = _mask(_STR_CODE)
 _FLOAT_ONLY_CODES = _mask(_FLOAT_CODE)
 _DICT_ONLY_CODES = _mask(_DICT_CODE)
 _SEQUENCE_ONLY_CODES = _mask(_SEQUENCE_CODE)
-_CONTAINER_ONLY_CODES = _mask(_DICT_CODE, _SEQUENCE_CODE)
 # The values of exact dicts, lists and tuples in one C call: the garbage collector's view of a
 # builtin container is its values (and, for a dict whose key table is not all-str, its keys too:
 # then the count is off and they are read the ordinary way). Nothing of the application runs.
@@ -169,15 +168,8 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
         has_sequences = _SEQUENCE_CODE in codes
         if not has_dicts and not has_sequences:
             return Plain(entries, text, orjson_ok, not unchecked)
-        nested = [*compress(values, codes.translate(_CONTAINER_ONLY_CODES))]
-        if not has_sequences:
-            dicts, sequences = nested, []
-        elif not has_dicts:
-            dicts, sequences = [], nested
-        else:
-            nested_codes = bytes(map(_code_of, map(type, nested)))
-            dicts = [*compress(nested, nested_codes.translate(_DICT_ONLY_CODES))]
-            sequences = [*compress(nested, nested_codes.translate(_SEQUENCE_ONLY_CODES))]
+        dicts = [*compress(values, codes.translate(_DICT_ONLY_CODES))] if has_dicts else []
+        sequences = [*compress(values, codes.translate(_SEQUENCE_ONLY_CODES))] if has_sequences else []
         depth += 1
         levels += 1
 
