@@ -69,10 +69,13 @@ def _children(dicts: list[dict[Any, Any]], sequences: list[Any], count: int) -> 
         if len(values) == count:
             return values
     return [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(sequences)]
+
+
 _STR_ONLY = frozenset({str})
 _is_long = _SHORT_TEXT.__lt__  # 256 < length
 # A whole string spelled as a JSON number (the reference's grammar) among NUL-separated strings.
 # (Each string is preceded by a NUL: a literal first character makes the search skip to it.)
+# The first string that begins like a number is found first: most strings do not.
 _starts_like_number = re.compile(r"\x00[-0-9]").search
 _number_between_nuls = re.compile(r"\x00-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?+[0-9]++)?+(?:\x00|\Z)").search
 # orjson writes a float as ``repr`` does only between these (outside: 1e-05 vs 0.00001).

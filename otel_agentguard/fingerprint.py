@@ -27,7 +27,8 @@ value (``%b`` bytes digest, ``%a`` typed buffer, ``%t"iso"`` dates and times,
 form as the earlier length-prefixed one made equal (see
 tests/test_fingerprint_regression.py). Plain dicts with string keys and lists of
 str/int/float/bool/None are written inline, one Python frame per level, with
-quoted keys remembered; the keyed BLAKE2b state (with the tool name already fed)
+quoted keys remembered (a small dict of scalars, the usual tool arguments,
+without the walk's bookkeeping at all); the keyed BLAKE2b state (with the tool name already fed)
 is built once and copied.
 
 Only values whose content can be read without running application code are
