@@ -12,18 +12,23 @@ returns ``None`` and the reference walker in :mod:`otel_agentguard.fingerprint`
 writes it.
 
 The check reads the value one nesting level at a time with C-level iteration
-(``map``, ``compress``, ``chain``) over exact builtins only, so it runs no
-application code and costs a few Python steps per level, not per value.
+over exact builtins only, so it runs no application code and costs a few
+Python steps per level, not per value: a level's values are gathered in one
+call (the garbage collector's view of builtin containers), their types become
+one byte string (one byte per value), and the strings, floats and containers
+among them are picked out through masks translated from it.
 """
 
 from __future__ import annotations
 
+import gc
 import json.encoder
 import math
 import re
+import sys
+from collections.abc import Callable
 from itertools import chain, compress
-from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 try:
     import orjson as _orjson
@@ -34,20 +39,44 @@ _MAX_DEPTH = 64
 _LEVEL_COST = 64  # a level checked costs about as much as this many values
 _SHORT_TEXT = 256  # longer string values count against the walk's text budget
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-_CONTAINERS = frozenset({dict, list, tuple})
-_ALLOWED = _LEAVES | _CONTAINERS
-_is_str = frozenset({str}).__contains__
-_is_float = frozenset({float}).__contains__
-_is_dict = frozenset({dict}).__contains__
-_is_sequence = frozenset({list, tuple}).__contains__
+# The types a plain value is made of, each named by a byte: a level's values become one byte
+# string, and the values of one kind are picked out by translating it into a 0/1 mask.
+_STR_CODE, _FLOAT_CODE, _DICT_CODE, _SEQUENCE_CODE = b"s", b"f", b"d", b"l"
+_CODES: dict[type, int] = {str: ord("s"), int: ord("i"), float: ord("f"), bool: ord("b"), type(None): ord("n"),
+                           dict: ord("d"), list: ord("l"), tuple: ord("l")}
+# None for any other type: bytes() then raises TypeError, which is the check failing.
+_code_of = cast("Callable[[type], int]", _CODES.get)
+
+
+def _mask(code: bytes) -> bytes:
+    return bytes(1 if byte == code[0] else 0 for byte in range(256))
+
+
+_STR_ONLY_CODES = _mask(_STR_CODE)
+_FLOAT_ONLY_CODES = _mask(_FLOAT_CODE)
+_DICT_ONLY_CODES = _mask(_DICT_CODE)
+_SEQUENCE_ONLY_CODES = _mask(_SEQUENCE_CODE)
+# The values of exact dicts, lists and tuples in one C call: the garbage collector's view of a
+# builtin container is its values (and, for a dict whose key table is not all-str, its keys too:
+# then the count is off and they are read the ordinary way). Nothing of the application runs.
+_referents = gc.get_referents if sys.implementation.name == "cpython" else None
+
+
+def _children(dicts: list[dict[Any, Any]], sequences: list[Any], count: int) -> list[Any]:
+    """The values held by these exact dicts, lists and tuples (``count`` of them), in any order."""
+    if _referents is not None:
+        values = _referents(*dicts, *sequences)
+        if len(values) == count:
+            return values
+    return [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(sequences)]
+
+
 _STR_ONLY = frozenset({str})
-_NUMBER_START = frozenset("-0123456789")
-_starts_like_number = _NUMBER_START.__contains__
-_first = itemgetter(slice(0, 1))
 _is_long = _SHORT_TEXT.__lt__  # 256 < length
 # A whole string spelled as a JSON number (the reference's grammar) among NUL-separated strings.
 # (Each string is preceded by a NUL: a literal first character makes the search skip to it.)
+# The first string that begins like a number is found first: most strings do not.
+_starts_like_number = re.compile(r"\x00[-0-9]").search
 _number_between_nuls = re.compile(r"\x00-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?+[0-9]++)?+(?:\x00|\Z)").search
 # orjson writes a float as ``repr`` does only between these (outside: 1e-05 vs 0.00001).
 _ORJSON_LOW = 1e-4
@@ -93,38 +122,40 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
     while True:
         if depth >= _MAX_DEPTH:
             return entries + _LEVEL_COST * levels
-        entries += sum(map(len, dicts)) + sum(map(len, sequences))
+        level_entries = sum(map(len, dicts)) + sum(map(len, sequences))
+        entries += level_entries
         if entries > entries_left:
             return entries + _LEVEL_COST * levels
         if dicts:
-            keys = chain.from_iterable(dicts)  # exact dicts: the builtin iterator, no application code
-            if not special.isdisjoint(keys):
+            # Exact dicts: the builtin iterator, no application code.
+            if special and not special.isdisjoint(chain.from_iterable(dicts)):
                 return entries + _LEVEL_COST * levels
             if orjson_ok:  # orjson takes exact str keys only (it raises on any other; checked at import)
                 unchecked.append(dicts)
             elif not _STR_ONLY.issuperset(map(type, chain.from_iterable(dicts))):
                 return entries + _LEVEL_COST * levels
-            values = [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(sequences)]
-        else:
-            values = [*chain.from_iterable(sequences)]
-        kinds = [*map(type, values)]
-        present = set(kinds)
-        if not present <= _ALLOWED:
+        values = _children(dicts, sequences, level_entries)
+        try:
+            # One byte per value naming its type; a type outside the table has no byte (TypeError).
+            codes = bytes(map(_code_of, map(type, values)))
+        except TypeError:
             return entries + _LEVEL_COST * levels
-        if str in present:
-            strings = [*compress(values, map(_is_str, kinds))]
-            if not _NUMBER_START.isdisjoint(map(_first, strings)):
-                # One search over the strings that begin like a number, NUL-separated (a NUL inside
-                # one can only make it look numeric: then the reference walker writes the value).
-                looks_numeric = compress(strings, map(_starts_like_number, map(_first, strings)))
-                if _number_between_nuls("\x00" + "\x00".join(looks_numeric)) is not None:
-                    return entries + _LEVEL_COST * levels
-            if max(map(len, strings)) > _SHORT_TEXT:
+        if _STR_CODE in codes:
+            strings = values if codes.count(_STR_CODE) == len(codes) else [
+                *compress(values, codes.translate(_STR_ONLY_CODES))]
+            # One search for a whole string spelled as a JSON number among NUL-separated strings
+            # (a NUL inside one can only make it look numeric: then the reference walker writes it).
+            joined = "\x00" + "\x00".join(strings)
+            first = _starts_like_number(joined)  # cheaper than the whole grammar at every string
+            if first is not None and _number_between_nuls(joined, first.start()) is not None:
+                return entries + _LEVEL_COST * levels
+            # Long strings count against the text budget (only when the total is long enough).
+            if len(joined) > len(strings) + _SHORT_TEXT + 1 and max(map(len, strings)) > _SHORT_TEXT:
                 text += sum(filter(_is_long, map(len, strings)))
                 if text > text_left:
                     return entries + _LEVEL_COST * levels
-        if float in present:
-            floats = [*compress(values, map(_is_float, kinds))]
+        if _FLOAT_CODE in codes:
+            floats = [*compress(values, codes.translate(_FLOAT_ONLY_CODES))]
             if any(map(float.is_integer, floats)):
                 return entries + _LEVEL_COST * levels
             if orjson_ok:
@@ -136,18 +167,12 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
                     if not _str_keys_only(unchecked):
                         return entries + _LEVEL_COST * levels
                     unchecked.clear()
-        containers = present & _CONTAINERS
-        if not containers:
+        has_dicts = _DICT_CODE in codes
+        has_sequences = _SEQUENCE_CODE in codes
+        if not has_dicts and not has_sequences:
             return Plain(entries, text, orjson_ok, not unchecked)
-        nested = [*compress(values, map(_CONTAINERS.__contains__, kinds))]
-        if dict not in containers:
-            dicts, sequences = [], nested
-        elif len(containers) == 1:
-            dicts, sequences = nested, []
-        else:
-            nested_kinds = [*map(type, nested)]
-            dicts = [*compress(nested, map(_is_dict, nested_kinds))]
-            sequences = [*compress(nested, map(_is_sequence, nested_kinds))]
+        dicts = [*compress(values, codes.translate(_DICT_ONLY_CODES))] if has_dicts else []
+        sequences = [*compress(values, codes.translate(_SEQUENCE_ONLY_CODES))] if has_sequences else []
         depth += 1
         levels += 1
 

@@ -27,7 +27,8 @@ value (``%b`` bytes digest, ``%a`` typed buffer, ``%t"iso"`` dates and times,
 form as the earlier length-prefixed one made equal (see
 tests/test_fingerprint_regression.py). Plain dicts with string keys and lists of
 str/int/float/bool/None are written inline, one Python frame per level, with
-quoted keys remembered; the keyed BLAKE2b state (with the tool name already fed)
+quoted keys remembered (a small dict of scalars, the usual tool arguments,
+without the walk's bookkeeping at all); the keyed BLAKE2b state (with the tool name already fed)
 is built once and copied.
 
 Only values whose content can be read without running application code are
@@ -305,6 +306,37 @@ class _Canonicalizer:
 
     def form(self, value: Any) -> str:
         return self.root(value)[0]
+
+    def flat(self, value: dict[Any, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
+        """The form of a small exact dict of short scalars under plain string keys, and its
+        sorted entries, written without the walk's bookkeeping (no cycle, depth or budget can
+        be reached); None for any other dict, which the walk then writes."""
+        if not _STR_ONLY.issuperset(map(type, value)):  # an exact dict's own iterator: no application code
+            return None
+        entries = sorted(dict.items(value))  # exact str keys, unique: values are never compared
+        noise = self._noise
+        parts = []
+        for key, item in entries:
+            if key in noise:
+                continue
+            kind = type(item)
+            # The scalar dispatch of _dict; anything longer or nested goes the general way.
+            if kind is str:
+                if len(item) > _SHORT_TEXT:
+                    return None
+                text = (_numeric_string(item) or _quote(item)) if item and item[0] in _NUMBER_START else _quote(item)
+            elif kind is int:
+                text = _int_text(item)
+            elif kind is float:
+                text = _number_text(item)
+            elif item is None:
+                text = "null"
+            elif kind is bool:
+                text = "true" if item else "false"
+            else:
+                return None
+            parts.append((_labels.get(key) or _label(key)) + text)
+        return "{" + ",".join(parts) + "}", entries
 
     def root(self, value: Any, walk: _Walk | None = None) -> tuple[str, tuple[str, ...] | None]:
         """The form and, for a dict whose keys are all plain strings, its sorted keys."""
@@ -760,8 +792,21 @@ class Fingerprinter:
         return self._canonical.form(value)
 
     def arguments(self, arguments: Any) -> ArgumentsFingerprint:
-        walk = _Walk()
-        form, keys = self._canonical.root(arguments, walk)
+        canonical = self._canonical
+        flat = None
+        if type(arguments) is dict and dict.__len__(arguments) < _BULK_MIN and canonical.bulk:
+            try:
+                flat = canonical.flat(arguments)
+            except Exception:  # deliberate: the walk below writes it (and never raises)
+                flat = None
+        if flat is not None:
+            form = flat[0]
+            keys: tuple[str, ...] | None = tuple(map(_first_item, flat[1]))
+            opaque = truncated = False
+        else:
+            walk = _Walk()
+            form, keys = canonical.root(arguments, walk)
+            opaque, truncated = walk.opaque, walk.truncated
         data = form.encode("utf-8", "surrogatepass")
         states = self._states
         # The states built for the current process key (or this fingerprinter's own key).
@@ -771,8 +816,7 @@ class Fingerprinter:
             digest = self._hash_states()[1].copy()
         digest.update(data)
         # tuple.__new__: the NamedTuple's generated __new__ is Python code, a frame per call.
-        return _new_tuple(ArgumentsFingerprint, (digest.hexdigest(), keys or (), len(data), walk.opaque,
-                                                  walk.truncated))
+        return _new_tuple(ArgumentsFingerprint, (digest.hexdigest(), keys or (), len(data), opaque, truncated))
 
     def result(self, result: Any) -> str:
         digest: hashlib.blake2b = self._hash_states()[0].copy()

@@ -209,3 +209,66 @@ def test_wide_integers_and_non_finite_floats_use_the_stdlib_encoder_or_the_walke
     assert walk.left == 50_000 - 9 - 9 - 18
     refused = _plain_json.check({str(i): {1: [1e-5]} for i in range(9)}, 0, 50_000, 1 << 22, frozenset())
     assert type(refused) is int  # an int key: neither encoder writes the canonical form
+
+
+def _reference_fingerprinter(unordered: frozenset[str] = frozenset()) -> Fingerprinter:
+    reference = Fingerprinter("tool", unordered_keys=unordered, key=b"k")
+    reference._canonical.bulk = False
+    return reference
+
+
+@PROPS
+@given(value=st.dictionaries(keys, scalars | others | st.lists(scalars, max_size=3), max_size=7))
+def test_small_flat_arguments_get_the_reference_fingerprint_keys_and_flags(value: dict[Any, Any]) -> None:
+    fast = Fingerprinter("tool", key=b"k").arguments(value)
+    reference = _reference_fingerprinter().arguments(value)
+    if reference.opaque:  # opaque markers are random per call: compare the rest
+        assert fast._replace(fingerprint="", size=0) == reference._replace(fingerprint="", size=0)
+        return
+    assert fast == reference
+
+
+def test_small_flat_arguments_with_long_text_odd_numbers_and_noise_get_the_reference_fingerprint() -> None:
+    for value in ({"a": "x" * 300, "b": 1}, {"a": "1.0", "b": "-0", "c": "007", "d": 1e16, "e": -0.0},
+                  {"a": math.nan, "b": math.inf, "c": 10**5000, "trace_id": "t"}, {"timestamp": [1, 2]},
+                  {Key("a"): 1}, {1: 1, "1": 2}, {"a": True, "b": None, "c": False, "é": "😀", "\ud800": "\udfff"}):
+        assert Fingerprinter("tool", key=b"k").arguments(value) == _reference_fingerprinter().arguments(value)
+
+
+def _general_table(items: dict[str, Any]) -> dict[Any, Any]:
+    """A dict with only str keys whose key table once held another kind of key."""
+    value: dict[Any, Any] = {0: 0}
+    value.update(items)
+    del value[0]
+    return value
+
+
+@PROPS
+@given(value=plain, data=st.data())
+def test_dicts_whose_key_table_once_held_other_keys_get_the_reference_form(encoder: str, value: Any,
+                                                                           data: st.DataObject) -> None:
+    items = data.draw(st.dictionaries(text | st.just("k" * 300), plain, min_size=8, max_size=10))
+    records = [_general_table(items), items, {"v": value, **{str(i): i for i in range(8)}}]
+    for candidate in (_general_table({"a": records, **{str(i): [value] for i in range(8)}}), records * 3):
+        fast, reference = _both(candidate)
+        assert fast == reference
+        walk_fast, walk_reference = _Walk(), _Walk()
+        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(candidate, walk_fast)
+        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(candidate, walk_reference)
+        assert (walk_fast.left, walk_fast.text_left) == (walk_reference.left, walk_reference.text_left)
+
+
+@pytest.mark.parametrize("odd", ["\x00", "1\x00", "\x001", "x" * 200 + "\x00" + "y" * 200, "\x00" * 300,
+                                 "7", "-0.5e3", "2026-01-01", "1" * 300, "é" * 257, "😀" * 129])
+def test_strings_with_nuls_numbers_and_long_text_at_any_level_get_the_reference_form(encoder: str, odd: str) -> None:
+    records = [{"id": f"doc-{i}", "tags": ["a", "b", odd if i == 5 else "c"], "meta": {"n": i, "s": "x"},
+                "score": 0.5} for i in range(9)]
+    for value in (records, {"a": records, **{str(i): odd for i in range(8)}}, [odd] * 9, [[odd] * 9] * 9):
+        fast, reference = _both(value)
+        assert fast == reference
+        walk_fast, walk_reference = _Walk(), _Walk()
+        walk_fast.text_left = walk_reference.text_left = 2000  # a budget the long strings reach
+        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(value, walk_fast)
+        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(value, walk_reference)
+        assert (walk_fast.left, walk_fast.text_left, walk_fast.truncated) == (
+            walk_reference.left, walk_reference.text_left, walk_reference.truncated)
