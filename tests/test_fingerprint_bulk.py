@@ -73,6 +73,16 @@ def _both(value: Any, unordered: frozenset[str] = frozenset()) -> tuple[str, str
     return fast.form(value), reference.form(value)
 
 
+def _walks(value: Any, text_left: int | None = None) -> tuple[_Walk, _Walk]:
+    """The budgets the fast path and the reference walker leave after writing ``value``."""
+    walk_fast, walk_reference = _Walk(), _Walk()
+    if text_left is not None:
+        walk_fast.text_left = walk_reference.text_left = text_left
+    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(value, walk_fast)
+    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(value, walk_reference)
+    return walk_fast, walk_reference
+
+
 @pytest.fixture(params=["orjson", "stdlib"])
 def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "orjson":
@@ -120,9 +130,7 @@ def test_the_element_budget_is_spent_as_by_the_reference(encoder: str, size: int
     value = {"a": list(range(size - 12)), "b": {str(i): i for i in range(10)}, "c": list(range(30))}
     fast, reference = _both(value)
     assert fast == reference
-    walk_fast, walk_reference = _Walk(), _Walk()
-    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(value, walk_fast)
-    _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(value, walk_reference)
+    walk_fast, walk_reference = _walks(value)
     assert (walk_fast.left, walk_fast.truncated) == (walk_reference.left, walk_reference.truncated)
 
 
@@ -252,9 +260,7 @@ def test_dicts_whose_key_table_once_held_other_keys_get_the_reference_form(encod
     for candidate in (_general_table({"a": records, **{str(i): [value] for i in range(8)}}), records * 3):
         fast, reference = _both(candidate)
         assert fast == reference
-        walk_fast, walk_reference = _Walk(), _Walk()
-        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(candidate, walk_fast)
-        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(candidate, walk_reference)
+        walk_fast, walk_reference = _walks(candidate)
         assert (walk_fast.left, walk_fast.text_left) == (walk_reference.left, walk_reference.text_left)
 
 
@@ -266,9 +272,6 @@ def test_strings_with_nuls_numbers_and_long_text_at_any_level_get_the_reference_
     for value in (records, {"a": records, **{str(i): odd for i in range(8)}}, [odd] * 9, [[odd] * 9] * 9):
         fast, reference = _both(value)
         assert fast == reference
-        walk_fast, walk_reference = _Walk(), _Walk()
-        walk_fast.text_left = walk_reference.text_left = 2000  # a budget the long strings reach
-        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset()).root(value, walk_fast)
-        _Canonicalizer(DEFAULT_NOISE_KEYS, frozenset(), bulk=False).root(value, walk_reference)
+        walk_fast, walk_reference = _walks(value, text_left=2000)  # a budget the long strings reach
         assert (walk_fast.left, walk_fast.text_left, walk_fast.truncated) == (
             walk_reference.left, walk_reference.text_left, walk_reference.truncated)
