@@ -47,10 +47,10 @@ _SPAN_KEY = _context_key(trace.set_span_in_context(trace.INVALID_SPAN, Context()
 _BAGGAGE_KEY = _context_key(baggage.set_baggage("k", "v", Context()))
 
 
-def named_session(attrs: Mapping[str, Any]) -> str | None:
-    """The session a span names itself."""
-    for key in SESSION_ATTRIBUTES:
-        value = attrs.get(key)
+def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_ATTRIBUTES) -> str | None:
+    """The session a span's attributes name (or, with ``keys``, other entries: baggage)."""
+    for key in keys:
+        value = entries.get(key)
         if value:
             return str(value)
     return None
@@ -65,7 +65,7 @@ def session_in_context(ctx: Context | None = None) -> str | None:
         return enclosing.session_id  # type: ignore[no-any-return,attr-defined]  # only SessionContext is stored
     carried = ctx.get(_BAGGAGE_KEY)
     if carried:
-        found = _session_in_baggage(carried)  # type: ignore[arg-type]  # the API stores a mapping
+        found = named_session(carried, SESSION_BAGGAGE)  # type: ignore[arg-type]  # the API stores a mapping
         if found is not None:
             return found
     parent = ctx.get(_SPAN_KEY)
@@ -87,15 +87,7 @@ def enclosing_session(ctx: Context | None = None) -> SessionContext | None:
 
 def baggage_session(ctx: Context | None = None) -> str | None:
     """A session id in the context's baggage (default: the current context)."""
-    return _session_in_baggage(baggage.get_all(ctx))
-
-
-def _session_in_baggage(entries: Mapping[str, object]) -> str | None:
-    for key in SESSION_BAGGAGE:
-        value = entries.get(key)
-        if value:
-            return str(value)
-    return None
+    return named_session(baggage.get_all(ctx), SESSION_BAGGAGE)
 
 
 def stamped_session(span: Any) -> str | None:
