@@ -46,7 +46,7 @@ def _sdk_span(span: Any) -> bool:
     return known
 
 
-def _writable(span: Any, store: Any, count: int) -> bool:
+def _writable(store: Any, count: int) -> bool:
     return (type(store) is BoundedAttributes and store.max_value_len is None and not store._immutable
             and (store.maxlen is None or len(store._dict) + count <= store.maxlen))
 
@@ -55,7 +55,7 @@ def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
     """Write the guard's ``str``/``int``/``bool`` stamps onto a span in ``on_start`` (not yet
     shared with any other thread, so no lock is taken)."""
     store = getattr(span, "_attributes", None) if _sdk_span(span) else None
-    if store is not None and _writable(span, store, len(attributes)):
+    if store is not None and _writable(store, len(attributes)):
         store._dict.update(attributes)
     else:
         span.set_attributes(attributes)
@@ -67,7 +67,7 @@ def stamp(span: Any, attributes: dict[str, Any]) -> None:
     if lock is not None and _SCALARS.issuperset(map(type, attributes.values())):
         with lock:  # the span's own lock: its end and every attribute write take it
             store = getattr(span, "_attributes", None)
-            if getattr(span, "_end_time", 0) is None and _writable(span, store, len(attributes)):
+            if getattr(span, "_end_time", 0) is None and _writable(store, len(attributes)):
                 store._dict.update(attributes)  # type: ignore[union-attr]  # _writable checked its type
                 return
     span.set_attributes(attributes)
