@@ -183,7 +183,9 @@ class _Candidate:
 class OTLPCollector:
     """Accumulates spans from any number of OTLP JSON documents, then yields sessions."""
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, payloads: PayloadFingerprints | None = None):
+        """``payloads``: where raw tool payloads are fingerprinted and remembered (default: this
+        collector's own memory; a service holding many traces open shares one)."""
         self._policy = policy
         self._parents: dict[str, str] = {}
         # Span ids seen, with their trace id; the same span id in another trace too (rare) also
@@ -194,7 +196,7 @@ class OTLPCollector:
         self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
         self._steps_by_span: dict[str, _Candidate] = {}
-        self._payloads = PayloadFingerprints()  # raw tool payloads of foreign spans, fingerprinted once
+        self._payloads = payloads if payloads is not None else PayloadFingerprints()
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from otel_agentguard.judge import Verdict
+from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.otlp import OTLPCollector
@@ -88,6 +89,8 @@ class LiveSessions:
         self.settle_s = settle_s
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
+        # One memory of raw payload fingerprints for every open trace (bounded once, not per trace).
+        self._payloads = PayloadFingerprints()
         self.clock = clock
         self.counts = SpanCounts()
         self._open: OrderedDict[str, _OpenTrace] = OrderedDict()  # least recently fed first
@@ -109,7 +112,7 @@ class LiveSessions:
             return []
         trace = self._open.get(trace_id)
         if trace is None:
-            trace = self._open[trace_id] = _OpenTrace(OTLPCollector(self.policy), self.clock())
+            trace = self._open[trace_id] = _OpenTrace(OTLPCollector(self.policy, self._payloads), self.clock())
         else:
             self._open.move_to_end(trace_id)
             trace.last_seen = self.clock()
