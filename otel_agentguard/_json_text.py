@@ -23,11 +23,6 @@ except ImportError:  # optional: the standard library parses every text
 _LONG_DIGITS = re.compile(r"[0-9]{19}").search
 
 
-def has_long_digits(text: str) -> bool:
-    """Whether ``text`` may hold an integer orjson reads otherwise than the standard library."""
-    return _LONG_DIGITS(text) is not None
-
-
 def loads(text: str) -> Any:
     """The value of JSON ``text``; raises ``ValueError`` (or ``RecursionError``) as ``json.loads`` does."""
     if _orjson is not None and _LONG_DIGITS(text) is None:
