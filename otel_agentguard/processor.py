@@ -52,7 +52,13 @@ from otel_agentguard.live_session import LiveSession
 from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
-from otel_agentguard.session_resolution import SESSION_ATTRIBUTES, named_session, session_in_context, span_attributes
+from otel_agentguard.session_resolution import (
+    SESSION_ATTRIBUTES,
+    current_context,
+    named_session,
+    session_in_context,
+    span_attributes,
+)
 from otel_agentguard.span_stamp import stamp_starting
 from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
@@ -62,6 +68,7 @@ logger = logging.getLogger(__name__)
 MODES = ("observe", "enforce")
 # Attributes that make a span more than "a span inside a session, perhaps".
 _MARKERS = frozenset((*STEP_KIND_ATTRIBUTES, *SESSION_ATTRIBUTES, A.NESTED_STEP, A.VERDICT))
+SESSION_ID = A.SESSION_ID  # a module global: read for every span
 
 __all__ = ["MODES", "VERDICT_SPAN_NAME", "AgentGuardSpanProcessor", "alert_attributes", "span_attributes"]
 
@@ -131,17 +138,27 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._duplicates = DuplicateSpans()
 
     # --- SpanProcessor -----------------------------------------------------------
+    # on_start and on_end run for every span of the service, most of them no agent's: their
+    # common case is written inline (an SDK span's attribute dict read as span_attributes
+    # reads it), since a Python call costs as much as the rest of what they do for such a span.
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            attrs = span_attributes(span)
+            try:
+                attrs = span._attributes._dict  # type: ignore[union-attr]  # an SDK span's; checked below
+            except AttributeError:
+                attrs = None
+            if type(attrs) is not dict:
+                attrs = span_attributes(span)
             if not _MARKERS.isdisjoint(attrs):
                 self._start_marked(span, attrs, parent_context)
                 return
-            # Neither a step nor naming a session (most spans of a service): it joins the
-            # context's session, if any. Inline: this runs for every span of the service.
-            session_id = session_in_context(parent_context)
-            if session_id is not None:
-                stamp_starting(span, {A.SESSION_ID: session_id})
+            # Neither a step nor naming a session: it joins the context's session, if any.
+            if parent_context is None:
+                parent_context = current_context()
+            if parent_context:  # else an empty context: a trace's root span without baggage
+                session_id = session_in_context(parent_context)
+                if session_id is not None:
+                    stamp_starting(span, {SESSION_ID: session_id})
             if self._enforcement is not None:
                 self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
@@ -149,8 +166,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            attrs = span_attributes(span)
-            session_id = attrs.get(A.SESSION_ID)
+            try:
+                attrs = span._attributes._dict  # type: ignore[union-attr]  # an SDK span's; checked below
+            except AttributeError:
+                attrs = None
+            if type(attrs) is not dict:
+                attrs = span_attributes(span)
+            session_id = attrs.get(SESSION_ID)
             if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
                 self._session_span_ended(span, attrs, session_id)
         except Exception as exc:  # deliberate: never raise into the user's span.end()

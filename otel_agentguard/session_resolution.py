@@ -15,13 +15,15 @@ A step span with no session anywhere is judged in its trace's session
 instrumentations all ask here, so they never disagree.
 
 Hot path: every span of the service passes through :func:`session_in_context`,
-so it reads the context as the dict it is, with the keys the API itself uses
-(found once, through the public API).
+so it reads the context as the dict it is, with the keys the API itself uses,
+and the current context straight from the context variable that holds it (key
+and variable found once, through the public API).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import baggage, trace
@@ -45,6 +47,33 @@ def _context_key(context: Context) -> str:
 
 _SPAN_KEY = _context_key(trace.set_span_in_context(trace.INVALID_SPAN, Context()))
 _BAGGAGE_KEY = _context_key(baggage.set_baggage("k", "v", Context()))
+_STAMPED = A.SESSION_ID
+
+
+def _current_context_reader() -> Callable[[], Context]:
+    """``context.get_current`` without its three Python frames: the ``get`` of the
+    context variable the API's runtime context keeps it in, found by attaching a
+    marker in a throwaway copy of the context. Any other runtime context (one
+    not held in a context variable) keeps the API's function."""
+
+    def find() -> Callable[[], Context]:
+        marker = Context()
+        token = context_api.attach(marker)
+        try:
+            held = [var for var, value in contextvars.copy_context().items() if value is marker]
+        finally:
+            context_api.detach(token)
+        if len(held) == 1 and held[0].get() is context_api.get_current():
+            return held[0].get
+        return context_api.get_current
+
+    try:
+        return contextvars.copy_context().run(find)
+    except Exception:  # deliberate: any surprise means the public API
+        return context_api.get_current
+
+
+current_context = _current_context_reader()
 
 
 def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_ATTRIBUTES) -> str | None:
@@ -59,7 +88,7 @@ def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_AT
 def session_in_context(ctx: Context | None = None) -> str | None:
     """The session id the context carries (enclosing session, baggage, parent span), or None."""
     if ctx is None:
-        ctx = context_api.get_current()
+        ctx = current_context()
     enclosing = ctx.get(SESSION_KEY)
     if enclosing is not None:
         return enclosing.session_id  # type: ignore[no-any-return,attr-defined]  # only SessionContext is stored
@@ -69,19 +98,26 @@ def session_in_context(ctx: Context | None = None) -> str | None:
         if found is not None:
             return found
     parent = ctx.get(_SPAN_KEY)
-    if parent is not None:
-        return stamped_session(parent)
-    return None
+    if parent is None:
+        return None
+    try:  # span_attributes, inline: every span of the service inside another asks
+        attrs = parent._attributes._dict  # type: ignore[attr-defined]  # an SDK span's; checked below
+    except AttributeError:
+        attrs = None
+    if type(attrs) is not dict:
+        attrs = span_attributes(parent)
+    stamped = attrs.get(_STAMPED)
+    return str(stamped) if stamped else None
 
 
 def parent_span(ctx: Context | None = None) -> Any:
     """The span the context holds (the parent of a span starting in it), or None."""
-    return (ctx if ctx is not None else context_api.get_current()).get(_SPAN_KEY)
+    return (ctx if ctx is not None else current_context()).get(_SPAN_KEY)
 
 
 def enclosing_session(ctx: Context | None = None) -> SessionContext | None:
     """The :func:`otel_agentguard.session` the context is inside (its profile and task type too)."""
-    value = (ctx if ctx is not None else context_api.get_current()).get(SESSION_KEY)
+    value = (ctx if ctx is not None else current_context()).get(SESSION_KEY)
     return value if isinstance(value, SessionContext) else None
 
 
@@ -99,7 +135,7 @@ def stamped_session(span: Any) -> str | None:
 def session_of_current_call(ctx: Context | None = None) -> str | None:
     """The session a call made now is judged in: the context's, else the current trace's."""
     if ctx is None:
-        ctx = context_api.get_current()
+        ctx = current_context()
     found = session_in_context(ctx)
     if found is not None:
         return found
@@ -116,7 +152,10 @@ def span_attributes(span: Any) -> Mapping[str, Any]:
     dict (``_attributes._dict``) that is read here directly when present (reading
     a dict is atomic under the GIL); any other span falls back to the public API.
     """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    try:
+        inner = span._attributes._dict  # plain attribute reads: far cheaper than getattr() with a default
+    except AttributeError:
+        inner = None
     if type(inner) is dict:
         return inner
     return getattr(span, "attributes", None) or {}
