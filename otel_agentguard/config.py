@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 from opentelemetry import context
 
+from otel_agentguard._environ import setting
 from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_REPAIR_HISTORY,
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
 )
+from otel_agentguard.session_resolution import current_context
 
 # Values of the GenAI capture variable that put content on spans (the GenAI
 # utilities also accept the SPAN_ONLY / SPAN_AND_EVENT spellings).
@@ -18,17 +18,18 @@ _CAPTURE_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
 
 def capture_content() -> bool:
     """Whether raw arguments, results, prompts and answers may go on spans (off by default)."""
-    value = os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "")
-    return value.strip().lower() in _CAPTURE_ON
+    value = setting(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    return bool(value) and value.strip().lower() in _CAPTURE_ON
 
 
 def instrumentation_suppressed() -> bool:
     """True inside ``suppress_instrumentation()`` (and during export)."""
-    return bool(context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key
+    return bool(current_context().get(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key
 
 
 def repair_history_enabled(options: dict[str, object]) -> bool:
     """The opt-in history middleware: ``instrument(repair_history=True)`` or the environment."""
     if "repair_history" in options:
         return bool(options["repair_history"])
-    return os.environ.get(OTEL_AGENTGUARD_REPAIR_HISTORY, "").strip().lower() in ("true", "1", "yes")
+    value = setting(OTEL_AGENTGUARD_REPAIR_HISTORY)
+    return bool(value) and value.strip().lower() in ("true", "1", "yes")

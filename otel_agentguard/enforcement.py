@@ -21,17 +21,15 @@ says which); the agentguard instrumentations report to the guard they were given
 
 from __future__ import annotations
 
-from typing import Any
-
-from otel_agentguard import _readable
 from otel_agentguard._enforce import Intervention
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.guard_ref import PROCESS_GUARD
+from otel_agentguard.history import answered_tool_call_ids
 from otel_agentguard.steps import Step
 
 __all__ = [
-    "AgentStopped", "Intervention", "after_model_call", "before_model_call", "before_tool_call",
-    "cuts_repeating_output", "stop_repeating_output",
+    "AgentStopped", "Intervention", "after_model_call", "answered_tool_call_ids", "before_model_call",
+    "before_tool_call", "cuts_repeating_output", "stop_repeating_output",
 ]
 
 
@@ -63,47 +61,3 @@ def stop_repeating_output(session_id: str | None, step: Step) -> None:
     """For a stream inside a model span we do not own: judge its repetition now and raise
     :class:`AgentStopped` when an enforce-mode guard's ladder says stop."""
     PROCESS_GUARD.stop_repeating_output(session_id, step)
-
-
-_MAX_MESSAGES = 10_000
-
-
-def answered_tool_call_ids(messages: Any) -> frozenset[str] | None:
-    """The tool call ids a request's history answers, in the OpenAI (chat and responses)
-    and Anthropic formats or as LangChain ``ToolMessage`` objects; None when it cannot tell.
-
-    Reads plain dicts and pydantic models (the SDKs' and LangChain's message types) through
-    their stored fields only: the history is the application's, and the guard runs none of
-    its code. A message of any other type makes the answer unknown (None), never a guess.
-    """
-    if type(messages) is not list:
-        return None
-    answered: set[str] = set()
-    for message in messages[:_MAX_MESSAGES]:
-        fields = _fields(message)
-        if fields is None:
-            return None
-        kind = fields.get("type")
-        if fields.get("role") == "tool" or kind == "tool":  # OpenAI chat, LangChain
-            _add_id(answered, fields.get("tool_call_id"))
-        elif kind == "function_call_output":  # OpenAI responses
-            _add_id(answered, fields.get("call_id"))
-        content = fields.get("content")
-        if fields.get("role") == "user" and type(content) is list:  # Anthropic tool_result blocks
-            for block in content[:_MAX_MESSAGES]:
-                block_fields = _fields(block)
-                if block_fields is not None and block_fields.get("type") == "tool_result":
-                    _add_id(answered, block_fields.get("tool_use_id"))
-    return frozenset(answered)
-
-
-def _fields(value: Any) -> dict[str, Any] | None:
-    if type(value) is dict:
-        return value
-    fields = _readable.pydantic_fields(value)
-    return dict(fields) if fields is not None else None
-
-
-def _add_id(answered: set[str], call_id: Any) -> None:
-    if type(call_id) is str and call_id:
-        answered.add(call_id)

@@ -25,6 +25,7 @@ from otel_agentguard._enforce import Intervention
 from otel_agentguard._providers import sdk_provider
 from otel_agentguard.attributes import OUTPUT_REPETITION_PROBE
 from otel_agentguard.errors import AgentStopped
+from otel_agentguard.history import answered_tool_call_ids
 from otel_agentguard.policy import Policy
 from otel_agentguard.steps import Step
 
@@ -69,13 +70,18 @@ class GuardRef:
             return None
 
     def before_model_call(self, session_id: str | None = None,
-                          answered_ids: frozenset[str] | None = None) -> str | None:
+                          answered_ids: frozenset[str] | None = None, *, history: Any = None) -> str | None:
         """Raises :class:`AgentStopped` when a stop is due at this cut point; else the
-        remaining-budget note for the model, when the policy asks for one."""
+        remaining-budget note for the model, when the policy asks for one.
+
+        ``history``: the request's messages, whose answered tool call ids are read only
+        here, in enforce mode (a long history is not walked for nothing in observe mode)."""
         guard = self._enforcing()
         if guard is None:
             return None
         try:
+            if answered_ids is None and history is not None:
+                answered_ids = answered_tool_call_ids(history)
             return guard.before_model_call(session_id, answered_ids)
         except AgentStopped:
             raise

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from otel_agentguard import _readable
+
 Provider = Literal["openai", "anthropic"]
 
 SYNTHETIC_RESULT = (
@@ -321,3 +323,47 @@ def _anthropic_problems(messages: list[dict[str, Any]]) -> list[str]:
     if pending:
         problems.append(f"end: tool_use ids {pending} have no tool_result")
     return problems
+
+
+_MAX_ANSWERED_MESSAGES = 10_000
+
+
+def answered_tool_call_ids(messages: Any) -> frozenset[str] | None:
+    """The tool call ids a request's history answers, in the OpenAI (chat and responses)
+    and Anthropic formats or as LangChain ``ToolMessage`` objects; None when it cannot tell.
+
+    Reads plain dicts and pydantic models (the SDKs' and LangChain's message types) through
+    their stored fields only: the history is the application's, and the guard runs none of
+    its code. A message of any other type makes the answer unknown (None), never a guess.
+    """
+    if type(messages) is not list:
+        return None
+    answered: set[str] = set()
+    for message in messages[:_MAX_ANSWERED_MESSAGES]:
+        fields = _stored_fields(message)
+        if fields is None:
+            return None
+        kind = fields.get("type")
+        if fields.get("role") == "tool" or kind == "tool":  # OpenAI chat, LangChain
+            _add_call_id(answered, fields.get("tool_call_id"))
+        elif kind == "function_call_output":  # OpenAI responses
+            _add_call_id(answered, fields.get("call_id"))
+        content = fields.get("content")
+        if fields.get("role") == "user" and type(content) is list:  # Anthropic tool_result blocks
+            for block in content[:_MAX_ANSWERED_MESSAGES]:
+                block_fields = _stored_fields(block)
+                if block_fields is not None and block_fields.get("type") == "tool_result":
+                    _add_call_id(answered, block_fields.get("tool_use_id"))
+    return frozenset(answered)
+
+
+def _stored_fields(value: Any) -> dict[str, Any] | None:
+    if type(value) is dict:
+        return value
+    fields = _readable.pydantic_fields(value)
+    return dict(fields) if fields is not None else None
+
+
+def _add_call_id(answered: set[str], call_id: Any) -> None:
+    if type(call_id) is str and call_id:
+        answered.add(call_id)

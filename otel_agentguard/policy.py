@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_agentguard import _ranges
+from otel_agentguard._environ import setting
 from otel_agentguard.attributes import PROBE_NAMES
 from otel_agentguard.claim_classifier import (
     DEFAULT_TIMEOUT_MS,
@@ -298,7 +299,7 @@ class Policy:
         if not name and task_type:
             name = self.task_types.get(task_type)
         if not name:
-            name = os.environ.get(OTEL_AGENTGUARD_PROFILE) or self.default_profile
+            name = setting(OTEL_AGENTGUARD_PROFILE) or self.default_profile
         profile = self.profiles.get(name)
         if profile is None:
             if name not in self._warned_profiles and len(self._warned_profiles) < 64:

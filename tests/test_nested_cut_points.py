@@ -311,3 +311,20 @@ def test_answered_ids_are_read_from_every_message_shape_and_unknown_shapes_say_s
 
     assert answered_tool_call_ids([Custom()]) is None
     assert answered_tool_call_ids("not a list") is None
+
+
+@pytest.mark.parametrize("mode", ["observe", "enforce"])
+def test_the_history_is_read_for_answered_ids_in_enforce_mode_only(mode, monkeypatch):
+    """Observe mode has no cut point to place: a long history is not walked for nothing."""
+    from otel_agentguard import guard_ref
+    from otel_agentguard.processor import AgentGuardSpanProcessor
+
+    walked: list[Any] = []
+    monkeypatch.setattr(guard_ref, "answered_tool_call_ids", lambda history: walked.append(history) or frozenset())
+    processor = AgentGuardSpanProcessor(mode=mode)
+    try:
+        history = [{"role": "tool", "tool_call_id": "call_1", "content": "{}"}]
+        assert guard_ref.GuardRef(processor).before_model_call("s-1", history=history) is None
+        assert walked == ([history] if mode == "enforce" else [])
+    finally:
+        processor.shutdown()

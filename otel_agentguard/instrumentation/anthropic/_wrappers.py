@@ -18,7 +18,6 @@ from typing import Any
 
 from otel_agentguard import _internal_errors
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.anthropic import _extract
@@ -125,7 +124,7 @@ async def _async_message(returned: Any) -> Any:
 def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Enforce mode, at the cut point before a model call: stop (raises AgentStopped), or add
     the remaining-budget note to a copy of the system prompt when the policy asks for it."""
-    note = context.guard.before_model_call(answered_ids=answered_tool_call_ids(kwargs.get("messages")))
+    note = context.guard.before_model_call(history=kwargs.get("messages"))
     if note is None:
         return kwargs
     system = kwargs.get("system")

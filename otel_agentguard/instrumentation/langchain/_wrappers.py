@@ -54,7 +54,6 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
@@ -197,7 +196,7 @@ def _start_model_call(
     except Exception as exc:  # deliberate
         _internal_errors.report("langchain.chat.session", exc)
     # Enforce mode: may raise AgentStopped here, at a cut point.
-    context.guard.before_model_call(_session.session_of(thread), answered_tool_call_ids(_first_prompt(messages)))
+    context.guard.before_model_call(_session.session_of(thread), history=_first_prompt(messages))
     try:
         provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
         attributes.update(_session.session_attributes(thread))

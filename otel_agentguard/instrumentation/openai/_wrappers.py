@@ -17,7 +17,6 @@ import wrapt
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import repair_history_enabled
-from otel_agentguard.enforcement import answered_tool_call_ids
 from otel_agentguard.history import repair_history
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
@@ -78,7 +77,7 @@ def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any], api: 
         else:
             if report.changed:
                 kwargs, prompt, repaired = {**kwargs, api.prompt_key: fixed}, fixed, report.total
-    note = context.guard.before_model_call(answered_ids=answered_tool_call_ids(prompt))
+    note = context.guard.before_model_call(history=prompt)
     if note is None:
         return kwargs, repaired
     if isinstance(prompt, list):
@@ -90,13 +89,14 @@ def _guard_before(context: InstrumentationContext, kwargs: dict[str, Any], api: 
 
 def _result_of(returned: Any, api: _Api) -> ModelResult | None:
     """The ModelResult of a plain (non-stream) return, also through ``with_raw_response``."""
-    if _is_legacy_response(returned):
-        try:
-            returned = returned.parse()  # cached: the user's own parse() gets the same object
-        except Exception:  # deliberate: the user sees the problem when they parse
-            return None
-    elif not (hasattr(returned, "choices") or hasattr(returned, "output")):
+    if hasattr(returned, "choices") or hasattr(returned, "output"):
+        return api.read(returned)  # the usual case: the parsed response
+    if not _is_legacy_response(returned):
         return None  # with_streaming_response: the body is not read yet, and is not ours to read
+    try:
+        returned = returned.parse()  # cached: the user's own parse() gets the same object
+    except Exception:  # deliberate: the user sees the problem when they parse
+        return None
     return api.read(returned)
 
 
