@@ -6,8 +6,8 @@ unset name raises and catches a ``KeyError`` inside the ``Mapping`` protocol: fo
 an instrumented call, four such reads cost as much as writing its span's
 attributes. ``os.environ`` keeps its entries in a plain dict of encoded names
 (``_data``), updated by every write through ``os.environ``; it is read here
-directly when this interpreter's layout is the one checked at import, and
-through ``os.environ.get`` otherwise.
+directly when this interpreter's layout is the one checked at import and
+``os.environ`` is still that object, and through ``os.environ.get`` otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def _direct_reader() -> Callable[[str], str] | None:
     encoded: dict[str, Any] = {}  # the guard reads a handful of names
 
     def read(name: str) -> str:
+        if os.environ is not environ:  # replaced (``mock.patch("os.environ", ...)``): read the new one
+            return os.environ.get(name, "")
         key = encoded.get(name)
         if key is None:
             key = encoded[name] = encode(name)

@@ -15,9 +15,10 @@ A step span with no session anywhere is judged in its trace's session
 instrumentations all ask here, so they never disagree.
 
 Hot path: every span of the service passes through :func:`session_in_context`,
-so it reads the context as the dict it is, with the keys the API itself uses,
-and the current context straight from the context variable that holds it (key
-and variable found once, through the public API).
+so it reads the context as the dict it is, with the keys the API itself uses
+(found once, through the public API), and the current context straight from
+the context variable that holds it (found by attaching a marker, and again
+whenever a library swaps the API's runtime context).
 """
 
 from __future__ import annotations
@@ -50,30 +51,48 @@ _BAGGAGE_KEY = _context_key(baggage.set_baggage("k", "v", Context()))
 _STAMPED = A.SESSION_ID
 
 
-def _current_context_reader() -> Callable[[], Context]:
-    """``context.get_current`` without its three Python frames: the ``get`` of the
-    context variable the API's runtime context keeps it in, found by attaching a
-    marker in a throwaway copy of the context. Any other runtime context (one
-    not held in a context variable) keeps the API's function."""
+def _probe() -> tuple[Any, Callable[[], Context]]:
+    """The API's runtime context now, and how to read its current context: the ``get`` of
+    the context variable it keeps the context in (found by attaching a marker in a
+    throwaway copy of the context), else the API's own function."""
+    runtime = context_api._RUNTIME_CONTEXT  # noqa: SLF001 - which runtime was probed, nothing else
 
     def find() -> Callable[[], Context]:
         marker = Context()
         token = context_api.attach(marker)
         try:
             held = [var for var, value in contextvars.copy_context().items() if value is marker]
+            found = len(held) == 1 and held[0].get() is marker and context_api.get_current() is marker
         finally:
             context_api.detach(token)
-        if len(held) == 1 and held[0].get() is context_api.get_current():
+        if found and held[0].get() is context_api.get_current():
             return held[0].get
         return context_api.get_current
 
     try:
-        return contextvars.copy_context().run(find)
+        read = contextvars.copy_context().run(find)
     except Exception:  # deliberate: any surprise means the public API
-        return context_api.get_current
+        read = context_api.get_current
+    global _probed
+    _probed = (runtime, read)
+    return _probed
 
 
-current_context = _current_context_reader()
+_probed: tuple[Any, Callable[[], Context]] = (None, context_api.get_current)
+
+
+def _current_context() -> Context:
+    runtime, read = _probed
+    if runtime is not context_api._RUNTIME_CONTEXT:  # noqa: SLF001 - a library swapped it (Sentry, vLLM do)
+        runtime, read = _probe()
+    return read()
+
+
+#: ``context.get_current()``, without its three Python frames while the API keeps the
+#: context in a context variable; probed again whenever the API's runtime context changes.
+current_context: Callable[[], Context] = (
+    _current_context if hasattr(context_api, "_RUNTIME_CONTEXT") else context_api.get_current
+)
 
 
 def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_ATTRIBUTES) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import pytest
 
@@ -41,4 +42,12 @@ def test_capture_content_reads_the_environment_at_each_call(monkeypatch: pytest.
     monkeypatch.setenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, " SPAN_ONLY ")
     assert config.capture_content() is True
     monkeypatch.setenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "false")
+    assert config.capture_content() is False
+
+
+def test_a_replaced_os_environ_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, raising=False)
+    with mock.patch("os.environ", {OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: "true"}):
+        assert _environ.setting(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) == "true"
+        assert config.capture_content() is True
     assert config.capture_content() is False

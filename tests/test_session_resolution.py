@@ -96,9 +96,51 @@ class _DictRuntimeContext(_RuntimeContext):
         self.current = token  # type: ignore[assignment]
 
 
+def test_the_default_runtime_context_is_read_through_its_context_variable() -> None:
+    current_context()
+    runtime, read = session_resolution._probed
+    assert runtime is context_api._RUNTIME_CONTEXT
+    assert read is not context_api.get_current and read() is context_api.get_current()
+
+
 def test_a_runtime_context_outside_context_variables_keeps_the_apis_function(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(context_api, "_RUNTIME_CONTEXT", _DictRuntimeContext())
-    assert session_resolution._current_context_reader() is context_api.get_current
+    token = context_api.attach(context_api.set_value("k", "v"))
+    try:
+        assert current_context() is context_api.get_current() and current_context().get("k") == "v"
+        assert session_resolution._probed[1] is context_api.get_current
+    finally:
+        context_api.detach(token)
+
+
+def test_a_runtime_context_swapped_after_import_is_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Libraries replace the API's runtime context at their own start (Sentry's OpenTelemetry
+    mode, vLLM): sessions, stamps and suppression must follow the new one."""
+    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+    from otel_agentguard.config import instrumentation_suppressed
+
+    current_context()  # probed on the runtime of import time
+    monkeypatch.setattr(context_api, "_RUNTIME_CONTEXT", ContextVarsRuntimeContext())
+    provider, exporter = _provider()
+    try:
+        tracer = provider.get_tracer("t")
+        token = context_api.attach(with_session(SessionContext("after-swap")))
+        try:
+            assert current_context() is context_api.get_current()
+            assert session_in_context() == "after-swap"
+            with tracer.start_as_current_span("inside a session"):
+                pass
+        finally:
+            context_api.detach(token)
+        suppressed = context_api.attach(context_api.set_value(context_api._SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            assert instrumentation_suppressed()
+        finally:
+            context_api.detach(suppressed)
+        assert _stamps(exporter) == {"inside a session": "after-swap"}
+    finally:
+        provider.shutdown()
 
 
 def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -116,6 +158,17 @@ def _stamps(exporter: InMemorySpanExporter) -> dict[str, Any]:
 def test_ordinary_spans_join_the_session_of_their_context_and_only_then() -> None:
     provider, exporter = _provider()
     tracer = provider.get_tracer("t")
+    try:
+        _start_ordinary_spans(tracer)
+    finally:
+        provider.shutdown()
+    assert _stamps(exporter) == {
+        "root, empty context": None, "child of an unstamped span": None, "root with baggage": "from-baggage",
+        "inside a session": "enclosing", "child of a stamped span": "enclosing",
+    }
+
+
+def _start_ordinary_spans(tracer: trace.Tracer) -> None:
     with tracer.start_as_current_span("root, empty context"):
         with tracer.start_as_current_span("child of an unstamped span"):
             pass
@@ -129,10 +182,6 @@ def test_ordinary_spans_join_the_session_of_their_context_and_only_then() -> Non
                 pass
     finally:
         context_api.detach(token)
-    assert _stamps(exporter) == {
-        "root, empty context": None, "child of an unstamped span": None, "root with baggage": "from-baggage",
-        "inside a session": "enclosing", "child of a stamped span": "enclosing",
-    }
 
 
 class _ForeignSpan(trace.NonRecordingSpan):
