@@ -32,7 +32,7 @@ def _direct_reader() -> Callable[[str], str] | None:
 
     def read(name: str) -> str:
         if os.environ is not environ:  # replaced (``mock.patch("os.environ", ...)``): read the new one
-            return os.environ.get(name, "")
+            return _public_read(name)
         key = encoded.get(name)
         if key is None:
             key = encoded[name] = encode(name)

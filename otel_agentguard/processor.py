@@ -40,6 +40,7 @@ from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard._enforce import Intervention
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
+from otel_agentguard.attributes import SESSION_ID  # a module global: read for every span
 from otel_agentguard.duplicate_spans import DuplicateSpans, enclosing_step
 from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_MAX_SESSIONS,
@@ -68,7 +69,6 @@ logger = logging.getLogger(__name__)
 MODES = ("observe", "enforce")
 # Attributes that make a span more than "a span inside a session, perhaps".
 _MARKERS = frozenset((*STEP_KIND_ATTRIBUTES, *SESSION_ATTRIBUTES, A.NESTED_STEP, A.VERDICT))
-SESSION_ID = A.SESSION_ID  # a module global: read for every span
 
 __all__ = ["MODES", "VERDICT_SPAN_NAME", "AgentGuardSpanProcessor", "alert_attributes", "span_attributes"]
 

@@ -33,6 +33,7 @@ from opentelemetry.context import Context
 
 from otel_agentguard import attributes as A
 from otel_agentguard._context import SESSION_KEY, SessionContext
+from otel_agentguard.attributes import SESSION_ID  # a module global: read for every span
 
 #: Attributes by which a span names its session, most specific first.
 SESSION_ATTRIBUTES = (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID)
@@ -48,7 +49,6 @@ def _context_key(context: Context) -> str:
 
 _SPAN_KEY = _context_key(trace.set_span_in_context(trace.INVALID_SPAN, Context()))
 _BAGGAGE_KEY = _context_key(baggage.set_baggage("k", "v", Context()))
-_STAMPED = A.SESSION_ID
 
 
 def _probe() -> tuple[Any, Callable[[], Context]]:
@@ -84,7 +84,7 @@ _probed: tuple[Any, Callable[[], Context]] = (None, context_api.get_current)
 def _current_context() -> Context:
     runtime, read = _probed
     if runtime is not context_api._RUNTIME_CONTEXT:  # noqa: SLF001 - a library swapped it (Sentry, vLLM do)
-        runtime, read = _probe()
+        read = _probe()[1]
     return read()
 
 
@@ -119,13 +119,15 @@ def session_in_context(ctx: Context | None = None) -> str | None:
     parent = ctx.get(_SPAN_KEY)
     if parent is None:
         return None
-    try:  # span_attributes, inline: every span of the service inside another asks
+    # The session the guard stamped on the parent when it started. span_attributes, inline:
+    # every span of the service inside another asks.
+    try:
         attrs = parent._attributes._dict  # type: ignore[attr-defined]  # an SDK span's; checked below
     except AttributeError:
         attrs = None
     if type(attrs) is not dict:
         attrs = span_attributes(parent)
-    stamped = attrs.get(_STAMPED)
+    stamped = attrs.get(SESSION_ID)
     return str(stamped) if stamped else None
 
 
@@ -143,12 +145,6 @@ def enclosing_session(ctx: Context | None = None) -> SessionContext | None:
 def baggage_session(ctx: Context | None = None) -> str | None:
     """A session id in the context's baggage (default: the current context)."""
     return named_session(baggage.get_all(ctx), SESSION_BAGGAGE)
-
-
-def stamped_session(span: Any) -> str | None:
-    """The session the guard stamped on ``span`` when it started, if any."""
-    value = span_attributes(span).get(A.SESSION_ID)
-    return str(value) if value else None
 
 
 def session_of_current_call(ctx: Context | None = None) -> str | None:
