@@ -1,7 +1,13 @@
 """One variant of the instrumented ``openai`` chat call, in its own process (see ``openai_call.py``).
 
 Usage: ``python -m bench._openai_worker VARIANT CALLS WARMUP``; prints one JSON line:
-``{"variant": ..., "per_call_us": ..., "spans": ...}``. Variants: ``none`` (uninstrumented),
+``{"variant": ..., "per_call_us": ..., "spans": ...}``. With a fourth argument, ``PAIRS``, an
+instrumented variant times ``PAIRS`` pairs of blocks of ``CALLS`` calls in this one process,
+instrumented and uninstrumented in alternating order (the instrumentor is switched off and on
+between blocks, outside the timing), and prints both lists: ``{"variant": ...,
+"instrumented_us": [...], "bare_us": [...], "spans": ...}``. A block's pair shares the process
+and the moment, so their difference is the instrumentation's cost without the noise between
+processes (memory layout, the machine's drift). Variants: ``none`` (uninstrumented),
 ``openai_v2`` (the official OpenTelemetry instrumentation), ``openllmetry`` (Traceloop's),
 ``agentguard`` (this package, observe mode). Each instrumented variant runs on an SDK
 TracerProvider with a BatchSpanProcessor and an exporter that drops spans, so all pay the
@@ -105,30 +111,65 @@ def _provider(exporter: _DropExporter, with_guard: bool):  # noqa: ANN202
     return provider
 
 
-def _instrument(variant: str, provider) -> None:  # noqa: ANN001
+def _instrument(variant: str, provider):  # noqa: ANN001, ANN202 - the instrumentor, to switch it off and on
     if variant == "none":
-        return
+        return None
     if variant == "openai_v2":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
     elif variant == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor
-
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
     elif variant == "agentguard":
         from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-
-        OpenAIInstrumentor().instrument(tracer_provider=provider)
     else:
         raise SystemExit(f"unknown variant {variant!r}")
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    return instrumentor
+
+
+def _timed(call, calls: int) -> float:  # noqa: ANN001
+    """Microseconds per call over ``calls`` calls."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def _paired(variant: str, instrumentor, provider, exporter: _DropExporter, call, calls: int, warmup: int,  # noqa: ANN001
+            pairs: int) -> int:
+    import gc
+
+    timed: dict[bool, list[float]] = {True: [], False: []}
+    switched_on = True  # main() instrumented it
+    for pair in range(pairs):
+        for instrumented in (True, False) if pair % 2 == 0 else (False, True):
+            if instrumented and not switched_on:
+                instrumentor.instrument(tracer_provider=provider)
+            elif not instrumented and switched_on:
+                instrumentor.uninstrument()
+            switched_on = instrumented
+            for _ in range(warmup):
+                call()
+            provider.force_flush()
+            gc.collect()
+            exported = exporter.spans
+            timed[instrumented].append(_timed(call, calls))
+            provider.force_flush()
+            made = exporter.spans - exported
+            if made != (calls if instrumented else 0):  # each call one span, or none when switched off
+                raise SystemExit(f"{variant}: {made} spans for {calls} calls, instrumentation "
+                                 f"{'on' if instrumented else 'off'}: it did not switch cleanly")
+    print(json.dumps({"variant": variant, "instrumented_us": timed[True], "bare_us": timed[False],
+                      "spans": exporter.spans}))
+    return 0
 
 
 def main(argv: Sequence[str]) -> int:
     variant, calls, warmup = argv[0], int(argv[1]), int(argv[2])
+    pairs = int(argv[3]) if len(argv) > 3 else 0
     exporter = _DropExporter()
     provider = None if variant == "none" else _provider(exporter, with_guard=variant == "agentguard")
-    _instrument(variant, provider)
+    instrumentor = _instrument(variant, provider)
     client = _client()
 
     def call() -> object:
@@ -138,16 +179,17 @@ def main(argv: Sequence[str]) -> int:
         call()
     reply = call()
     assert len(reply.choices[0].message.tool_calls) == 2
+    if pairs:
+        if instrumentor is None:
+            raise SystemExit("paired blocks compare an instrumented variant with itself switched off")
+        return _paired(variant, instrumentor, provider, exporter, call, calls, max(warmup // 10, 3), pairs)
     import gc
 
     gc.collect()
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    elapsed = time.perf_counter() - start
+    per_call_us = _timed(call, calls)
     if provider is not None:
         provider.force_flush()
-    print(json.dumps({"variant": variant, "per_call_us": elapsed / calls * 1e6, "spans": exporter.spans}))
+    print(json.dumps({"variant": variant, "per_call_us": per_call_us, "spans": exporter.spans}))
     return 0
 
 

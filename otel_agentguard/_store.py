@@ -54,6 +54,8 @@ class SessionStore(Generic[T]):
         return len(self._entries)
 
     def get(self, key: str) -> T | None:
+        if key not in self._entries:  # a miss (every new session's first span) takes no lock: a dict read is atomic
+            return None
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -75,8 +77,9 @@ class SessionStore(Generic[T]):
             if entry is not None:  # another thread won the race: use its session
                 self._entries.move_to_end(key)
                 return entry[0]
-            self._collect(self._clock(), evicted, room=True)
-            self._entries[key] = (created, self._clock())
+            now = self._clock()
+            self._collect(now, evicted, room=True)
+            self._entries[key] = (created, now)
         self._evict(evicted)
         return created
 

@@ -22,9 +22,12 @@ def capture_content() -> bool:
     return bool(value) and value.strip().lower() in _CAPTURE_ON
 
 
-def instrumentation_suppressed() -> bool:
-    """True inside ``suppress_instrumentation()`` (and during export)."""
-    return bool(current_context().get(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key
+def instrumentation_suppressed(ctx: context.Context | None = None) -> bool:
+    """True inside ``suppress_instrumentation()`` (and during export); ``ctx``: the current
+    context when the caller has read it already."""
+    if ctx is None:
+        ctx = current_context()
+    return bool(ctx.get(context._SUPPRESS_INSTRUMENTATION_KEY))  # noqa: SLF001 - the shared key
 
 
 def repair_history_enabled(options: dict[str, object]) -> bool:

@@ -53,7 +53,8 @@ class LiveSession:
         self.ended = False
         self.enforcer = enforcer  # None in observe mode
         self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured
-        self.derived = DerivedTools(session_id, judge.policy)  # tool calls only a model span recorded
+        # Tool calls only a model span recorded: made when a span first names one (most sessions' never do).
+        self.derived: DerivedTools | None = None
         self.last_response_id: str | None = None  # of the last model step: a second span of it is no step
 
     def span_open(self) -> bool:

@@ -22,6 +22,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._enforce import Enforcer
 from otel_agentguard._store import SessionStore
+from otel_agentguard.derived import DerivedTools
 from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.live_session import LiveSession, SequenceCounter
@@ -31,6 +32,7 @@ from otel_agentguard.policy import Policy
 from otel_agentguard.probes import Alert
 from otel_agentguard.session_resolution import enclosing_session
 from otel_agentguard.steps import TOOL, Step
+from otel_agentguard.tool_calls import records_requested_calls
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
@@ -82,7 +84,8 @@ class LiveSessions:
 
     def _new_session(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
                      implicit: bool) -> LiveSession:
-        enclosing = enclosing_session(parent_context)
+        # An implicit session has no session in its context: none encloses it.
+        enclosing = None if implicit else enclosing_session(parent_context)
         profile = attrs.get(A.PROFILE) or (enclosing.profile if enclosing else None)
         task_type = attrs.get(A.TASK_TYPE) or (enclosing.task_type if enclosing else None)
         chosen = self.policy.resolve_profile(profile, task_type)
@@ -119,10 +122,15 @@ class LiveSessions:
     def _derive(self, session: LiveSession, kind: str, attrs: Mapping[str, Any], span: ReadableSpan) -> list[Step]:
         """Tool steps only a model span recorded, released in order (under the session lock)."""
         released: list[Step] = []
-        if kind == TOOL and not session.derived:
-            return released  # no requested call waits for a tool span to answer it
+        waiting = session.derived
+        if not waiting and (kind == TOOL or not records_requested_calls(attrs)):
+            # No requested call waits for a tool span to answer it, and this span asks for none
+            # that could be read (a model span without captured content names no call).
+            return released
+        if waiting is None:
+            waiting = session.derived = DerivedTools(session.session_id, session.judge.policy)
         try:
-            derived, unused = session.derived.on_step(
+            derived, unused = waiting.on_step(
                 kind, attrs, span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
                 next_sequence=session.sequence.next,
             )
@@ -195,7 +203,8 @@ class LiveSessions:
                 return None
             session.ended = True
             raised = []
-            waiting = [s for step in session.derived.flush() for s in session.buffer.push(step)]
+            unanswered = session.derived.flush() if session.derived is not None else ()
+            waiting = [s for step in unanswered for s in session.buffer.push(step)]
             for step in waiting + session.buffer.drain():
                 raised.extend(session.judge.observe(step))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),

@@ -3,9 +3,11 @@
 The SDK's ``set_attributes`` validates every value through its generic cleaner
 (any value, nested sequences and mappings) under two locks: for the session id
 and sequence number a step span gets at its start, that was over half of what
-the guard spent there, and most of what writing a verdict cost. The guard's
-values are plain ``str``, ``int``, ``float`` and ``bool``, valid as they are:
-they go straight into the SDK's attribute dict when the span is the SDK's
+the guard spent there, most of what writing a verdict cost, and more than
+the rest of the guard's work on a model call when it wrote the response's
+attributes. The guard's values are plain ``str``, ``int``, ``float`` and
+``bool`` or tuples of ``str``, which the SDK would store as they are: they go
+straight into the SDK's attribute dict when the span is the SDK's
 and keeps its attributes there with no limit they could cross (the
 layout is checked once, at import). Any other span (another SDK, attribute
 count or length limits, a span that has ended) and any other value takes the
@@ -61,10 +63,25 @@ def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
         span.set_attributes(attributes)
 
 
+def _stored_as_is(values: Any) -> bool:
+    """Whether the SDK would store each value unchanged: an exact scalar or a tuple of exact strings."""
+    for value in values:
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is not tuple:
+            return False
+        for item in value:  # a few finish reasons or claim categories: a loop beats building a set
+            if type(item) is not str:
+                return False
+    return True
+
+
 def stamp(span: Any, attributes: dict[str, Any]) -> None:
-    """Write the guard's scalar ``attributes`` onto a recording ``span`` any thread may hold."""
+    """Write the guard's ``attributes`` (scalars, tuples of strings) onto a recording ``span``
+    any thread may hold."""
     lock = getattr(span, "_lock", None) if _sdk_span(span) else None
-    if lock is not None and _SCALARS.issuperset(map(type, attributes.values())):
+    if lock is not None and _stored_as_is(attributes.values()):
         with lock:  # the span's own lock: its end and every attribute write take it
             store = getattr(span, "_attributes", None)
             if getattr(span, "_end_time", 0) is None and _writable(store, len(attributes)):

@@ -29,6 +29,7 @@ from otel_agentguard.tool_calls import requested_call_count
 TOOL = "tool"
 MODEL = "model"
 
+_STR_ONLY = frozenset({str})
 FINAL_FINISH_REASONS = frozenset({"stop", "end_turn", "completed"})
 # The last: Vercel AI SDK.
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_call", "tool_use", "function_call", "tool-calls"})
@@ -166,12 +167,7 @@ def _tool_step(
             if empty is None:
                 empty = result_empty
     return Step(
-        session_id=session_id,
-        sequence=sequence,
-        kind=TOOL,
-        name=name,
-        start_ns=start_ns,
-        end_ns=end_ns,
+        session_id, sequence, TOOL, name, start_ns, end_ns,  # the leading fields, in order
         args_fingerprint=str(args_fp) if args_fp is not None else None,
         result_fingerprint=str(result_fp) if result_fp is not None else None,
         failed=status_error or bool(attrs.get(A.ERROR_TYPE)),
@@ -219,7 +215,7 @@ def _model_step(
     repetition = RepetitionSummary.from_attribute(recorded) if recorded is not None else None
     text = None  # the answer's text, read at most once
     if recorded is None:
-        text = _answer_text(attrs, messages if messages is not None else _output_messages(attrs))
+        text = _answer_text(attrs, messages if needs_messages else _output_messages(attrs))
         if text:
             profile = policy.resolve_profile()
             repetition = summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
@@ -237,12 +233,7 @@ def _model_step(
                 verdict = policy.claims.verdict(text)
                 claims, claim_rule, claim_clause = verdict.categories, verdict.rule, verdict.clause
     return Step(
-        session_id=session_id,
-        sequence=sequence,
-        kind=MODEL,
-        name=str(model or ""),
-        start_ns=start_ns,
-        end_ns=end_ns,
+        session_id, sequence, MODEL, str(model or ""), start_ns, end_ns,  # the leading fields, in order
         input_tokens=_tokens(attrs, A.GEN_AI_USAGE_INPUT_TOKENS, A.LEGACY_INPUT_TOKENS),
         output_tokens=_tokens(attrs, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.LEGACY_OUTPUT_TOKENS),
         model=str(model) if model else None,
@@ -298,7 +289,10 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _tokens(attrs: Mapping[str, Any], key: str, legacy: Sequence[str]) -> int:
-    value = _int_or_none(attrs.get(key))
+    value = attrs.get(key)
+    if type(value) is int and 0 <= value <= _ranges.MAX_COUNT:  # what instrumentations record
+        return value
+    value = _int_or_none(value)
     if value is None:
         value = _int_or_none(_first(attrs, legacy))
     if value is not None and value > _ranges.MAX_COUNT:
@@ -324,6 +318,8 @@ def _finish_reasons(attrs: Mapping[str, Any]) -> tuple[str, ...]:
         value = attrs.get("gen_ai.completion.0.finish_reason")  # older OpenLLMetry
     if value is None:
         value = attrs.get("llm.finish_reason")  # OpenInference
+    if type(value) is tuple and _STR_ONLY.issuperset(map(type, value)):
+        return value  # what an SDK span and a replay hold: read as it is
     return tuple(str(v) for v in _as_sequence(value) if v is not None)
 
 

@@ -61,11 +61,18 @@ def requested_calls(attrs: Mapping[str, Any]) -> list[RequestedCall]:
             RequestedCall(_text_or_none(part.get("id")), str(part.get("name") or "unknown"), part.get("arguments"))
             for part in _parts_of(messages, "tool_call")
         ]
-    if _OI_OUTPUT_ROLE in attrs or "llm.output_messages.0.message.tool_calls.0.tool_call.function.name" in attrs:
+    if _OI_OUTPUT_ROLE in attrs or _OI_FIRST_CALL in attrs:
         return _flattened_calls(attrs, "llm.output_messages.", _OI_CALL)
-    if "gen_ai.completion.0.tool_calls.0.name" in attrs:
+    if _LEGACY_FIRST_CALL in attrs:
         return _flattened_calls(attrs, "gen_ai.completion.", _LEGACY_CALL)
     return []
+
+
+def records_requested_calls(attrs: Mapping[str, Any]) -> bool:
+    """Whether a model span has any attribute :func:`requested_calls` reads (a cheap test:
+    without captured content it has none)."""
+    return (A.GEN_AI_OUTPUT_MESSAGES in attrs or _OI_OUTPUT_ROLE in attrs or _OI_FIRST_CALL in attrs
+            or _LEGACY_FIRST_CALL in attrs)
 
 
 def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
@@ -95,6 +102,8 @@ def requested_call_count(attrs: Mapping[str, Any]) -> int | None:
 
 
 _OI_OUTPUT_ROLE = "llm.output_messages.0.message.role"
+_OI_FIRST_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
+_LEGACY_FIRST_CALL = "gen_ai.completion.0.tool_calls.0.name"
 
 
 # --- readers -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.derived import DerivedTools
 from otel_agentguard.policy import Policy
 from otel_agentguard.steps import MODEL, TOOL
+from otel_agentguard.tool_calls import records_requested_calls, requested_calls
 
 
 def _asks(*calls: tuple[str, str, dict]) -> dict:
@@ -87,3 +88,19 @@ def test_a_model_span_without_recorded_messages_asks_for_nothing():
     derived, numbers = DerivedTools("s", Policy()), count(1)
     _model_end(derived, {A.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_calls",)}, numbers)
     assert not derived and derived.flush() == []
+
+
+def test_every_shape_that_records_requested_calls_is_seen_by_the_cheap_test():
+    # The live processor skips the derivation when records_requested_calls says a span has none.
+    shapes = [
+        _asks(("c1", "lookup", {"order": "A1"})),
+        {"llm.output_messages.0.message.role": "assistant",
+         "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup"},
+        {"llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup"},
+        {"gen_ai.completion.0.tool_calls.0.name": "lookup", "gen_ai.completion.0.tool_calls.0.id": "c1"},
+    ]
+    for attrs in shapes:
+        assert records_requested_calls(attrs), attrs
+        assert [call.name for call in requested_calls(attrs)] == ["lookup"], attrs
+    bare = {A.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_calls",), A.RESPONSE_TOOL_CALLS: 2}
+    assert not records_requested_calls(bare) and requested_calls(bare) == []

@@ -30,7 +30,8 @@ def _exported(at_start: Any, later: Any, limits: SpanLimits | None = None) -> di
     tracer, exporter = _tracing(limits)
     span = tracer.start_span("step", attributes={"gen_ai.operation.name": "execute_tool"})
     at_start(span, {"agentguard.session.id": "s-1", "agentguard.sequence": 7})
-    later(span, {"agentguard.stop_reason": "completed", "agentguard.cost_usd": 0.25, "agentguard.flag": True})
+    later(span, {"agentguard.stop_reason": "completed", "agentguard.cost_usd": 0.25, "agentguard.flag": True,
+                 "gen_ai.response.finish_reasons": ("tool_calls", "stop"), "agentguard.final.claims": ()})
     span.end()
     (finished,) = exporter.get_finished_spans()
     return dict(finished.attributes or {})
@@ -41,6 +42,7 @@ def test_stamps_are_exported_as_set_attributes_writes_them() -> None:
     assert _exported(stamp_starting, stamp) == _exported(_through_the_sdk, _through_the_sdk) == {
         "gen_ai.operation.name": "execute_tool", "agentguard.session.id": "s-1", "agentguard.sequence": 7,
         "agentguard.stop_reason": "completed", "agentguard.cost_usd": 0.25, "agentguard.flag": True,
+        "gen_ai.response.finish_reasons": ("tool_calls", "stop"), "agentguard.final.claims": (),
     }
 
 
@@ -50,7 +52,8 @@ def test_attribute_limits_are_the_sdks_to_apply(limits: SpanLimits) -> None:
 
 
 def test_values_that_are_not_plain_scalars_and_ended_spans_take_the_public_api(caplog: pytest.LogCaptureFixture) -> None:
-    odd: dict[str, Any] = {"agentguard.claims": ["write"], "agentguard.none": None}
+    odd: dict[str, Any] = {"agentguard.claims": ["write"], "agentguard.none": None, "agentguard.mixed": ("a", 1),
+                           "agentguard.numbers": (1, 2), "agentguard.nested": (("a",),)}
     tracer, exporter = _tracing()
     ours, theirs = tracer.start_span("ours"), tracer.start_span("theirs")
     stamp(ours, dict(odd))

@@ -15,11 +15,12 @@ and the judge still sees exactly one model step.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -30,7 +31,8 @@ from otel_agentguard.errors import AgentStopped
 from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionMonitor
-from otel_agentguard.session_resolution import enclosing_session
+from otel_agentguard.session_resolution import current_context, enclosing_session
+from otel_agentguard.span_stamp import stamp
 from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
@@ -97,8 +99,10 @@ def _new_monitor() -> RepetitionMonitor | None:
 
 
 def is_model_span(span: Any) -> bool:
+    if not span.is_recording():  # first: the usual current span, none, has no attributes to look for
+        return False
     attrs = getattr(span, "attributes", None)
-    return bool(attrs and span.is_recording() and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS)
+    return bool(attrs and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS)
 
 
 class ModelCall:
@@ -136,10 +140,11 @@ class ModelCall:
         input_messages: Any = None,
     ) -> ModelCall | None:
         """None when instrumentation is suppressed: call the provider untouched."""
-        if instrumentation_suppressed():
+        ctx = current_context()
+        if instrumentation_suppressed(ctx):
             return None
         try:
-            current = trace.get_current_span()
+            current = trace.get_current_span(ctx)
             if is_model_span(current):
                 return cls(current, owned=False, guard=guard)
             span_attributes: dict[str, Any] = {
@@ -159,14 +164,9 @@ class ModelCall:
             _internal_errors.report("model_call.start", exc)
             return None
 
-    @contextmanager
-    def activated(self) -> Iterator[None]:
+    def activated(self) -> AbstractContextManager[None]:
         """Make our span current while the provider runs (its HTTP spans nest under it)."""
-        if not self.owned:
-            yield
-            return
-        with trace.use_span(self.span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-            yield
+        return _Current(self.span) if self.owned else _UNCHANGED
 
     def run(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call the provider with our span current; an exception ends the call and propagates."""
@@ -254,7 +254,8 @@ class ModelCall:
         self.result = result
         try:
             if result is not None and self.span.is_recording():
-                self.span.set_attributes(response_attributes(result, self.guard.policy))
+                # The guard's policy only judges a final answer's claims: not looked up otherwise.
+                stamp(self.span, response_attributes(result, self.guard.policy if result.final else None))
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
@@ -265,10 +266,29 @@ class ModelCall:
                 self.span.end()
 
 
+class _Current:
+    """A span made current for a block: ``trace.use_span`` with nothing recorded and no end, as
+    a plain class (a generator-based context manager costs several Python frames per call)."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span):
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = context_api.attach(trace.set_span_in_context(self._span))
+
+    def __exit__(self, *exc_info: object) -> None:
+        context_api.detach(self._token)
+
+
+_UNCHANGED: AbstractContextManager[None] = nullcontext()
+
+
 def response_attributes(result: ModelResult, policy: Policy | None = None) -> dict[str, Any]:
     """What the judge reads from a response; ``policy`` (its claim rules): the call's guard's."""
     attributes: dict[str, Any] = {
-        A.GEN_AI_RESPONSE_FINISH_REASONS: list(result.finish_reasons),
+        A.GEN_AI_RESPONSE_FINISH_REASONS: tuple(result.finish_reasons),
         A.RESPONSE_TOOL_CALLS: result.tool_calls,
     }
     if result.response_model:
@@ -285,7 +305,7 @@ def response_attributes(result: ModelResult, policy: Policy | None = None) -> di
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
         verdict = (policy or PROCESS_GUARD.policy).claims.explain(result.text, use_classifier=True)
-        attributes[A.FINAL_CLAIMS] = list(verdict.categories)
+        attributes[A.FINAL_CLAIMS] = tuple(verdict.categories)
         if verdict.categories and verdict.rule:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule
             if verdict.clause is not None:

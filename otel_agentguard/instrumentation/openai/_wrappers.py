@@ -48,10 +48,11 @@ RESPONSES = _Api("input", _extract.response, _extract.ResponseEvents)
 
 def _start(context: InstrumentationContext, kwargs: dict[str, Any], api: _Api, repaired: int = 0) -> ModelCall | None:
     attributes: dict[str, Any] = {A.HISTORY_REPAIRED: repaired} if repaired else {}
-    for key, name in _REQUEST_NUMBERS.items():
-        value = kwargs.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attributes[name] = value
+    if not kwargs.keys().isdisjoint(_REQUEST_NUMBERS):  # one test when the call sets none of them
+        for key, name in _REQUEST_NUMBERS.items():
+            value = kwargs.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[name] = value
     model = kwargs.get("model")
     return ModelCall.start(
         context.tracer,
