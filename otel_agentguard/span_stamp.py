@@ -42,22 +42,29 @@ def _sdk_span(span: Any) -> bool:
     kind = type(span)
     known = _sdk_span_types.get(kind)
     if known is None:
-        known = _DIRECT and issubclass(kind, SDKSpan)
+        # The SDK's span, or a subclass that writes attributes as it does (one that overrides the
+        # writers, to redact say, is written through them).
+        known = (_DIRECT and issubclass(kind, SDKSpan) and kind.set_attributes is SDKSpan.set_attributes
+                 and kind.set_attribute is SDKSpan.set_attribute)
         if len(_sdk_span_types) < 64:
             _sdk_span_types[kind] = known
     return known
 
 
-def _writable(store: Any, count: int) -> bool:
+def _writable(store: Any, attributes: dict[str, Any]) -> bool:
+    """Whether writing ``attributes`` into the store's dict is what the SDK would do: no limit to
+    apply, and no key already there (the SDK moves a rewritten key to the end, which decides what a
+    full span drops later; an update in place would not)."""
     return (type(store) is BoundedAttributes and store.max_value_len is None and not store._immutable
-            and (store.maxlen is None or len(store._dict) + count <= store.maxlen))
+            and (store.maxlen is None or len(store._dict) + len(attributes) <= store.maxlen)
+            and store._dict.keys().isdisjoint(attributes))
 
 
 def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
     """Write the guard's ``str``/``int``/``bool`` stamps onto a span in ``on_start`` (not yet
     shared with any other thread, so no lock is taken)."""
     store = getattr(span, "_attributes", None) if _sdk_span(span) else None
-    if store is not None and _writable(store, len(attributes)):
+    if store is not None and _writable(store, attributes):
         store._dict.update(attributes)
     else:
         span.set_attributes(attributes)
@@ -84,7 +91,7 @@ def stamp(span: Any, attributes: dict[str, Any]) -> None:
     if lock is not None and _stored_as_is(attributes.values()):
         with lock:  # the span's own lock: its end and every attribute write take it
             store = getattr(span, "_attributes", None)
-            if getattr(span, "_end_time", 0) is None and _writable(store, len(attributes)):
+            if getattr(span, "_end_time", 0) is None and _writable(store, attributes):
                 store._dict.update(attributes)  # type: ignore[union-attr]  # _writable checked its type
                 return
     span.set_attributes(attributes)

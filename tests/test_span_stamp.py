@@ -82,3 +82,34 @@ def test_a_span_of_another_kind_is_written_through_its_own_api() -> None:
     stamp_starting(span, {"agentguard.sequence": 1})
     stamp(span, {"agentguard.steps": 2})
     assert span.written == {"agentguard.sequence": 1, "agentguard.steps": 2}
+
+
+def _ordered(writer: Any) -> list[tuple[str, Any]]:
+    tracer, exporter = _tracing(SpanLimits(max_span_attributes=5))
+    span = tracer.start_span("model", attributes={"gen_ai.response.model": "m-1", "gen_ai.operation.name": "chat"})
+    writer(span, {"gen_ai.response.model": "m-2", "agentguard.sequence": 3})  # rewrites a key
+    span.set_attributes({"late.one": 1, "late.two": 2})  # the span is full: the oldest goes
+    span.end()
+    (finished,) = exporter.get_finished_spans()
+    return list((finished.attributes or {}).items())
+
+
+def test_a_rewritten_key_moves_to_the_end_as_the_sdk_moves_it() -> None:
+    # The SDK deletes and re-inserts a key it rewrites, which decides what a full span drops later.
+    assert _ordered(stamp) == _ordered(_through_the_sdk)
+    assert _ordered(stamp)[0][0] == "gen_ai.operation.name"
+
+
+def test_a_span_class_that_overrides_the_writers_is_written_through_them() -> None:
+    from opentelemetry.sdk.trace import Span as SDKSpan
+    from opentelemetry.trace import SpanContext
+
+    class Redacting(SDKSpan):
+        def set_attributes(self, attributes: Any) -> None:
+            super().set_attributes({key: "<redacted>" for key in attributes})
+
+    span = Redacting("tool", SpanContext(trace_id=1, span_id=2, is_remote=False))
+    span.start()
+    stamp(span, {"gen_ai.tool.call.result": "secret", "agentguard.tool.result_empty": False})
+    assert dict(span.attributes or {}) == {"gen_ai.tool.call.result": "<redacted>",
+                                          "agentguard.tool.result_empty": "<redacted>"}
