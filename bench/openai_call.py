@@ -30,24 +30,24 @@ PAIRED = ("openai_v2", "agentguard")  # their instrumentors switch off and on cl
 LABELS = {"openai_v2": "openai-v2 2.4b0", "openllmetry": "OpenLLMetry", "agentguard": "agentguard (observe)"}
 
 
-def _child(variant: str, calls: int, warmup: int) -> float:
+def _worker(variant: str, *args: int) -> dict:
+    """One child process of ``bench._openai_worker`` (arguments after the variant as it takes them)."""
     env = {**os.environ, "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
-    done = subprocess.run([sys.executable, "-m", "bench._openai_worker", variant, str(calls), str(warmup)],
+    done = subprocess.run([sys.executable, "-m", "bench._openai_worker", variant, *map(str, args)],
                           stdout=subprocess.PIPE, text=True, check=True, env=env)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if variant != "none" and not result["spans"]:
         raise RuntimeError(f"{variant} made no spans: the instrumentation did not patch this openai")
-    return float(result["per_call_us"])
+    return result
+
+
+def _child(variant: str, calls: int, warmup: int) -> float:
+    return float(_worker(variant, calls, warmup)["per_call_us"])
 
 
 def _paired_child(variant: str, calls: int, warmup: int, pairs: int) -> float:
     """Median added microseconds per call, over ``pairs`` pairs of blocks in one process."""
-    env = {**os.environ, "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
-    done = subprocess.run([sys.executable, "-m", "bench._openai_worker", variant, str(calls), str(warmup), str(pairs)],
-                          stdout=subprocess.PIPE, text=True, check=True, env=env)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if not result["spans"]:
-        raise RuntimeError(f"{variant} made no spans: the instrumentation did not patch this openai")
+    result = _worker(variant, calls, warmup, pairs)
     return statistics.median(on - off for on, off in zip(result["instrumented_us"], result["bare_us"], strict=True))
 
 

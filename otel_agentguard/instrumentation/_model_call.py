@@ -99,7 +99,7 @@ def _new_monitor() -> RepetitionMonitor | None:
 
 
 def is_model_span(span: Any) -> bool:
-    if not span.is_recording():  # first: the usual current span, none, has no attributes to look for
+    if not span.is_recording():  # first: the usual current span is none at all (no attributes to look for)
         return False
     attrs = getattr(span, "attributes", None)
     return bool(attrs and attrs.get(A.GEN_AI_OPERATION_NAME) in A.INFERENCE_OPERATIONS)
