@@ -35,7 +35,9 @@ _NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-
 # Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
 _FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
 _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+# Every digit and "-" as "0": each first look below is then one substring search (orjson
+# writes exponents with a small "e").
+_FIRST_LOOK = bytes.maketrans(b"123456789-", b"0000000000")
 _MAX_PATTERNS = 256
 _special_key_patterns: dict[frozenset[str], Any] = {}
 
@@ -56,13 +58,15 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
     if type(value) is not dict and type(value) is not list:
         return None
     form: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
-    # A first look with every digit as "0" (C-level): a string can be spelled as a number only
+    # A first look with every digit and "-" as "0" (C-level): a string can be spelled as a number only
     # where a quote precedes a digit or "-", a float written otherwise only where a digit
     # precedes "." or an exponent. Most payloads have neither, and skip the exact searches.
-    digits = form.translate(_DIGITS_AS_ZERO)
-    if (b'"0' in digits or b'"-' in digits) and _NUMERIC_STRING(form) is not None:
+    # (``find``, not ``in``: ``bytes in bytes`` first tries its needle as an int, and formats
+    # the error that raises.)
+    look = form.translate(_FIRST_LOOK)
+    if look.find(b'"0') != -1 and _NUMERIC_STRING(form) is not None:
         return None
-    if (b"0." in digits or b"0e" in digits or b"0E" in digits) and _FLOAT_WRITTEN_OTHERWISE(form) is not None:
+    if (look.find(b"0.") != -1 or look.find(b"0e") != -1) and _FLOAT_WRITTEN_OTHERWISE(form) is not None:
         return None
     if len(form) > 2 * _MAX_BRACKETS and form.count(b"[") + form.count(b"{") > _MAX_BRACKETS:
         return None

@@ -26,9 +26,8 @@ import json.encoder
 import math
 import re
 import sys
-from collections.abc import Callable
 from itertools import chain, compress
-from typing import Any, cast
+from typing import Any
 
 try:
     import orjson as _orjson
@@ -41,15 +40,18 @@ _SHORT_TEXT = 256  # longer string values count against the walk's text budget
 
 # The types a plain value is made of, each named by a byte: a level's values become one byte
 # string, and the values of one kind are picked out by translating it into a 0/1 mask.
-_STR_CODE, _FLOAT_CODE, _DICT_CODE, _SEQUENCE_CODE = b"s", b"f", b"d", b"l"
-_CODES: dict[type, int] = {str: ord("s"), int: ord("i"), float: ord("f"), bool: ord("b"), type(None): ord("n"),
-                           dict: ord("d"), list: ord("l"), tuple: ord("l")}
-# None for any other type: bytes() then raises TypeError, which is the check failing.
-_code_of = cast("Callable[[type], int]", _CODES.get)
+# (Ints, not one-byte strings: ``int in bytes`` is a memchr, ``bytes in bytes`` first tries
+# the needle as an int and formats the error it raises.)
+_STR_CODE, _FLOAT_CODE, _DICT_CODE, _SEQUENCE_CODE = ord("s"), ord("f"), ord("d"), ord("l")
+_CODES: dict[type, int] = {str: _STR_CODE, int: ord("i"), float: _FLOAT_CODE, bool: ord("b"), type(None): ord("n"),
+                           dict: _DICT_CODE, list: _SEQUENCE_CODE, tuple: _SEQUENCE_CODE}
+# KeyError for any other type (TypeError for an unhashable one), which is the check failing.
+# (``__getitem__``: a cheaper call than ``get``.)
+_code_of = _CODES.__getitem__
 
 
-def _mask(code: bytes) -> bytes:
-    return bytes(1 if byte == code[0] else 0 for byte in range(256))
+def _mask(code: int) -> bytes:
+    return bytes(1 if byte == code else 0 for byte in range(256))
 
 
 _STR_ONLY_CODES = _mask(_STR_CODE)
@@ -72,6 +74,7 @@ def _children(dicts: list[dict[Any, Any]], sequences: list[Any], count: int) -> 
 
 
 _STR_ONLY = frozenset({str})
+_EMPTY: frozenset[Any] = frozenset()
 _is_long = _SHORT_TEXT.__lt__  # 256 < length
 # A whole string spelled as a JSON number (the reference's grammar) among NUL-separated strings.
 # (Each string is preceded by a NUL: a literal first character makes the search skip to it.)
@@ -104,6 +107,17 @@ class Plain:
         self.stdlib = stdlib  # the standard library's encoder writes it (every key checked a str)
 
 
+def _holds_any(dicts: list[dict[Any, Any]], keys: frozenset[str]) -> bool:
+    """Whether any of these exact dicts holds one of ``keys``. Their keys are gathered into one
+    set with the hashes the dicts already hold (one C loop, where testing each key was a lookup
+    and a hash call per key); only keys whose hashes collide are compared, and a key class whose
+    comparison raises counts as a hit (the reference walker then writes the value)."""
+    try:
+        return not keys.isdisjoint(_EMPTY.union(*dicts))
+    except Exception:  # deliberate: see above
+        return True
+
+
 def _str_keys_only(dict_levels: list[list[dict[Any, Any]]]) -> bool:
     return _STR_ONLY.issuperset(map(type, chain.from_iterable(chain.from_iterable(dict_levels))))
 
@@ -127,8 +141,7 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
         if entries > entries_left:
             return entries + _LEVEL_COST * levels
         if dicts:
-            # Exact dicts: the builtin iterator, no application code.
-            if special and not special.isdisjoint(chain.from_iterable(dicts)):
+            if special and _holds_any(dicts, special):
                 return entries + _LEVEL_COST * levels
             if orjson_ok:  # orjson takes exact str keys only (it raises on any other; checked at import)
                 unchecked.append(dicts)
@@ -136,9 +149,9 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
                 return entries + _LEVEL_COST * levels
         values = _children(dicts, sequences, level_entries)
         try:
-            # One byte per value naming its type; a type outside the table has no byte (TypeError).
+            # One byte per value naming its type; a type outside the table has none (KeyError).
             codes = bytes(map(_code_of, map(type, values)))
-        except TypeError:
+        except (KeyError, TypeError):
             return entries + _LEVEL_COST * levels
         if _STR_CODE in codes:
             strings = values if codes.count(_STR_CODE) == len(codes) else [

@@ -275,3 +275,32 @@ def test_strings_with_nuls_numbers_and_long_text_at_any_level_get_the_reference_
         walk_fast, walk_reference = _walks(value, text_left=2000)  # a budget the long strings reach
         assert (walk_fast.left, walk_fast.text_left, walk_fast.truncated) == (
             walk_reference.left, walk_reference.text_left, walk_reference.truncated)
+
+
+class _UnhashableClass(type):
+    def __eq__(cls, other: object) -> bool:  # no __hash__: the class itself cannot be hashed
+        return cls is other
+
+
+class _Tag(str, metaclass=_UnhashableClass):
+    pass
+
+
+class _TouchyName(str):
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        raise TypeError("compared")
+
+
+def test_values_whose_type_or_keys_refuse_hashing_or_comparison_get_the_reference_form(encoder: str) -> None:
+    # A type that cannot be hashed, and keys (sharing a hash) that raise when compared: the bulk
+    # check gives up on both, and the walker writes what it always writes (not an opaque marker).
+    unhashable_type = {"tags": [_Tag("a"), *map(str, range(10))], **{f"k{i}": i for i in range(8)}}
+    touchy_keys = [{_TouchyName("a"): 1}, {_TouchyName("a"): 2}, *range(8)]
+    for value in (unhashable_type, touchy_keys):
+        fast, reference = _both(value)
+        assert fast == reference
+        assert "?" not in fast

@@ -73,8 +73,8 @@ def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() ->
         pytest.skip("orjson is not installed (or writes another form)")
     plain = frozenset()
     assert _json_text_form.form_of_json_text('{"b": [1, 2.5, "x"], "a": {"c": null}}', plain) is not None
-    for raw in ('{"id": "42"}', '[1.0]', '[1e-07]', '[1e16]', '{"trace_id": 1}', '[' * 64 + ']' * 64,
-                '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
+    for raw in ('{"id": "42"}', '{"id": "-42"}', '[-1.0]', '[1.0]', '[1e-07]', '[1e16]', '{"trace_id": 1}',
+                '[' * 64 + ']' * 64, '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
         noise = DEFAULT_NOISE_KEYS
         assert _json_text_form.form_of_json_text(raw, noise) is None, raw
     # A noise key's name inside a string is no key: orjson still writes that form.
