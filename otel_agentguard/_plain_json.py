@@ -12,8 +12,9 @@ returns ``None`` and the reference walker in :mod:`otel_agentguard.fingerprint`
 writes it.
 
 The check reads the value one nesting level at a time with C-level iteration
-over exact builtins only, so it runs no application code and costs a few
-Python steps per level, not per value: a level's values are gathered in one
+over exact builtins only, so it runs no application code (save a key class's
+comparison, when two dict keys' hashes collide) and costs a few Python steps
+per level, not per value: a level's values are gathered in one
 call (the garbage collector's view of builtin containers), their types become
 one byte string (one byte per value), and the strings, floats and containers
 among them are picked out through masks translated from it.
