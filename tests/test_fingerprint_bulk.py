@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import enum
 import math
+import re
+import sys
 from typing import Any
 
 import pytest
@@ -304,3 +306,16 @@ def test_values_whose_type_or_keys_refuse_hashing_or_comparison_get_the_referenc
         fast, reference = _both(value)
         assert fast == reference
         assert "?" not in fast
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@given(st.text(alphabet="\x00-+.eE0123456789a", max_size=24), st.integers(0, 4))
+def test_the_number_pattern_matches_alike_without_possessive_quantifiers(text: str, start: int) -> None:
+    # Python 3.10 reads the pattern without them (they came in 3.11): it must find what 3.11 finds.
+    if sys.version_info < (3, 11):
+        pytest.skip("possessive quantifiers need Python 3.11")
+    possessive = re.compile(_plain_json._NUMBER_BETWEEN_NULS)
+    plain = re.compile(_plain_json._without_possessive_quantifiers(_plain_json._NUMBER_BETWEEN_NULS))
+    assert "+" not in plain.pattern.replace("[+-]", "").replace("]+", "")  # nothing possessive left
+    found, expected = plain.search(text, start), possessive.search(text, start)
+    assert (found and found.span()) == (expected and expected.span())

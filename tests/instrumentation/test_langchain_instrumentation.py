@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -450,7 +451,13 @@ def test_agent_stuck_on_one_call_gets_tool_loop(tracing, how, serve):
     assert tuple(events[0].attributes[A.EVIDENCE]) == (2, 4, 6)
 
 
-@pytest.mark.parametrize("how", ["invoke", "astream"])
+# LangGraph hands a run's config to the asyncio tasks it starts only from Python 3.11 on
+# (create_task's context argument): before, a chat model in an async run cannot see the thread.
+BEFORE_ASYNC_CONTEXT = pytest.mark.xfail(sys.version_info < (3, 11), strict=True,
+                                         reason="LangGraph propagates config to async tasks from Python 3.11 on")
+
+
+@pytest.mark.parametrize("how", ["invoke", pytest.param("astream", marks=BEFORE_ASYNC_CONTEXT)])
 def test_thread_id_becomes_the_session(tracing, how, serve):
     script = turns(Turn.call("lookup", order="A1"), Turn.answer(ANSWER))
     with serve(script) as server:
