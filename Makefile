@@ -13,9 +13,11 @@ demo: $(VENV)/.installed-demo
 FOREIGN_VENV ?= .venv-foreign
 
 # Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
+# So does the package failing on the oldest Python it supports (3.10), when one is installed here.
 test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
 	$(BIN)/ruff check otel_agentguard tests bench
 	$(BIN)/mypy
+	bash scripts/check-oldest-python.sh
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
 	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python $(BIN)/python -m pytest
@@ -46,4 +48,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FOREIGN_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
