@@ -135,7 +135,7 @@ def machine() -> dict[str, str]:
 
     versions = {}
     for name in ("otel-agentguard", "opentelemetry-sdk", "openai", "opentelemetry-instrumentation-openai-v2",
-                 "opentelemetry-instrumentation-openai", "orjson"):
+                 "opentelemetry-instrumentation-openai", "orjson", "msgspec"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -20,7 +20,7 @@ from test_live_replay import POLICY, run_scripted_sessions
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter, encode_attributes
 from otel_agentguard.processor import AgentGuardSpanProcessor
-from otel_agentguard.replay import otlp, replay_files
+from otel_agentguard.replay import otlp, replay_files, sources
 
 FOREIGN = Path(__file__).resolve().parent / "data" / "foreign"
 
@@ -98,6 +98,14 @@ def _judge(paths: list[Path]) -> list[tuple[str, str, list[tuple[Any, ...]], int
             for s, v in replay_files(paths, POLICY)]
 
 
+@pytest.fixture
+def reference_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines read by the reference decoder, which the tests below patch. The typed reader, used when
+    msgspec is installed, decodes lines itself; test_replay_typed_reader holds it to this one."""
+    monkeypatch.setattr(sources, "_read_typed", None)
+
+
+@pytest.mark.usefixtures("reference_reader")
 def test_every_key_the_readers_ask_for_is_kept(traces, monkeypatch):
     _Recording.asked = set()
     monkeypatch.setattr(otlp, "decode_read_attributes", lambda items: _Recording(otlp.decode_attributes(items)))
@@ -110,6 +118,7 @@ def test_every_key_the_readers_ask_for_is_kept(traces, monkeypatch):
     assert missing == []
 
 
+@pytest.mark.usefixtures("reference_reader")
 def test_verdicts_are_those_with_every_attribute_kept(traces, monkeypatch):
     kept = _judge(traces)
     monkeypatch.setattr(otlp, "decode_read_attributes", otlp.decode_attributes)

@@ -30,7 +30,7 @@ _MAX_PARENT_HOPS = 256
 # span started on a whole millisecond gets that much slack; one stamped in nanoseconds none.
 _MS_NS = 1_000_000
 _CLOCK_SLACK_NS = 2 * _MS_NS
-_ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
+ERROR_CODES = (2, "2", "STATUS_CODE_ERROR", "ERROR")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Attributes the judge reads as counts: range-checked, so a bad file is an error naming the
 # field instead of an OverflowError deep in the judge.
@@ -52,23 +52,34 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         return None
     elif not isinstance(value, Mapping):
         raise TypeError("an AnyValue must be an object")  # _explain says where
-    for key, item in value.items():
+    # A value holds one member. One with more (not valid OTLP) is read by a fixed precedence, the
+    # order below, whatever their order in the file.
+    for key in value if len(value) == 1 else [key for key in _MEMBERS if key in value]:
+        item = value[key]
         if key == "stringValue":
             return item
         if key == "intValue":
-            return _int64(item)
+            return int64(item)
         if key == "doubleValue":
             return float(item)
         if key == "boolValue":
             return bool(item)
         if key == "arrayValue":
-            return tuple([v["stringValue"] if type(v) is dict and len(v) == 1 and "stringValue" in v
-                          else decode_value(v) for v in (item or {}).get("values", ())])
+            return decode_array(item)
         if key == "kvlistValue":
             return {kv.get("key"): decode_value(kv.get("value")) for kv in (item or {}).get("values", ())}
         if key == "bytesValue":
             return base64.b64decode(item)
     return None
+
+
+_MEMBERS = ("stringValue", "intValue", "boolValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue")
+
+
+def decode_array(item: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """An ``arrayValue``'s members (strings, the usual ones, read inline)."""
+    return tuple([v["stringValue"] if type(v) is dict and len(v) == 1 and "stringValue" in v
+                  else decode_value(v) for v in (item or {}).get("values", ())])
 
 
 _ABSENT = object()
@@ -119,7 +130,7 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
-    kept = _KEPT
+    kept = KEPT
     for item in items:
         key = item["key"]
         value = item.get("value")
@@ -127,14 +138,14 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
         if key not in READ_KEYS:
             wanted = kept.get(key)
             if wanted is None:
-                wanted = _is_read_key(key)
+                wanted = is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
             if "stringValue" in value:  # most attributes are strings: nothing to check
                 if wanted:
                     decoded[key] = value["stringValue"]
                 continue
             if "intValue" in value:
-                inner = _int64(value["intValue"])
+                inner = int64(value["intValue"])
             elif "boolValue" in value:
                 inner = bool(value["boolValue"])
             else:
@@ -151,16 +162,16 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
 # Whether an attribute key outside READ_KEYS is read (under a prefix), by key: a span's keys come
 # from a small set, and a lookup is cheaper than the prefix test. Bounded: keys beyond it are
 # tested every time.
-_KEPT: dict[str, bool] = {}
+KEPT: dict[str, bool] = {}
 _KEPT_MAX = 4096
 
 
-def _is_read_key(key: Any) -> bool:
+def is_read_key(key: Any) -> bool:
     if type(key) is not str:
         return True  # kept as it is, as every key the readers might ask for
     wanted = key.startswith(READ_KEY_PREFIXES)
-    if len(_KEPT) < _KEPT_MAX:
-        _KEPT[key] = wanted
+    if len(KEPT) < _KEPT_MAX:
+        KEPT[key] = wanted
     return wanted
 
 
@@ -178,6 +189,14 @@ class _Candidate:
     path: str
     line: int
     session: str | None  # the session the span names itself, if any
+
+
+# A span read in full, as the collector records it: kind (None: not a step), attributes, name,
+# trace id, span id, parent span id, start and end (ns), error, the session it names, the run it
+# opens (a session span).
+ReadSpan = tuple[
+    str | None, dict[str, Any], str, str, str, str, int, int, bool, str | None, RecordedSession | None
+]
 
 
 class OTLPCollector:
@@ -225,19 +244,8 @@ class OTLPCollector:
             raise TypeError("span ids must be strings")  # _explain says which
         if not span_id or not trace_id:
             raise InputError(path, "span without traceId or spanId", line)
-        if attrs.get(A.VERDICT):
-            if parent_id:  # not an input to judge, but a link in its children's parent chain
-                self._parents.setdefault(span_id, parent_id)
+        if not self._is_new(attrs, trace_id, span_id, parent_id):
             return
-        seen = self._seen.get(span_id)
-        if seen is None:
-            self._seen[span_id] = trace_id
-        elif seen == trace_id:
-            return  # the same span exported twice (a retry, or one file given twice) is one span
-        elif (trace_id, span_id) in self._seen_elsewhere:
-            return
-        else:
-            self._seen_elsewhere.add((trace_id, span_id))
         start_ns = int(span.get("startTimeUnixNano") or 0)
         end_ns = int(span.get("endTimeUnixNano") or 0)
         if not (0 <= start_ns <= _ranges.MAX_UNIX_NANO and 0 <= end_ns <= _ranges.MAX_UNIX_NANO):
@@ -247,29 +255,58 @@ class OTLPCollector:
             if type(status) is not dict:
                 raise TypeError("status must be an object")  # _explain says where
             code = status.get("code")
-            error = code in _ERROR_CODES if code else False  # unset or 0 (the usual): no error
+            error = code in ERROR_CODES if code else False  # unset or 0 (the usual): no error
         else:
             error = False
+        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
+        name = ""
+        if kind is not None:
+            if not counts_in_range(attrs):
+                _check_counts(attrs, path, line, index)  # says which, in the documented order
+            name = span.get("name") or ""
+            if type(name) is not str:
+                name = str(name)
+        session_id, run = session_facts(attrs, path, start_ns, end_ns, error)
+        self._admit((kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run),
+                    path, line)
+
+    def add_read_spans(self, spans: Iterable[ReadSpan], path: str, line: int) -> None:
+        """Spans a reader has decoded and checked in full already (``_typed_otlp``): each is
+        admitted as :meth:`add_span` would, and none can fail any more."""
+        is_new = self._is_new
+        for span in spans:
+            if is_new(span[1], span[3], span[4], span[5]):
+                self._admit(span, path, line)
+
+    def _is_new(self, attrs: dict[str, Any], trace_id: str, span_id: str, parent_id: str) -> bool:
+        """Whether a span is to be read: not a verdict the guard wrote, nor one seen already."""
+        if attrs.get(A.VERDICT):
+            if parent_id:  # not an input to judge, but a link in its children's parent chain
+                self._parents.setdefault(span_id, parent_id)
+            return False
+        seen = self._seen.get(span_id)
+        if seen is None:
+            self._seen[span_id] = trace_id
+        elif seen == trace_id:
+            return False  # the same span exported twice (a retry, or one file given twice) is one span
+        elif (trace_id, span_id) in self._seen_elsewhere:
+            return False
+        else:
+            self._seen_elsewhere.add((trace_id, span_id))
+        return True
+
+    def _admit(self, span: ReadSpan, path: str, line: int) -> None:
+        """Record a span read in full: nothing here can fail."""
+        kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run = span
         if parent_id:
             self._parents[span_id] = parent_id
-        session_id = attrs.get(A.SESSION_ID)  # the usual spelling, else every other one in order
-        if not session_id or type(session_id) is not str:
-            session_id = explicit_session(attrs)
         if session_id:
             self._session_of[span_id] = session_id
-            if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
-                self._runs[span_id] = _run(session_id, attrs, path, start_ns, end_ns, error)
-        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
+            if run is not None:
+                self._runs[span_id] = run
         if kind is not None:
-            for key in _COUNT_KEYS.intersection(attrs):  # the usual case: none, or counts in range
-                value = attrs[key]
-                if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
-                    _check_counts(attrs, path, line, index)  # says which, in the documented order
-                    break
-            name = span.get("name") or ""
             candidate = _Candidate(
-                kind, attrs, name if type(name) is str else str(name), trace_id, span_id, parent_id, start_ns,
-                end_ns, error, path, line, session_id,
+                kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, path, line, session_id,
             )
             self._steps_by_span[span_id] = candidate
             self._candidates.append(candidate)
@@ -425,6 +462,27 @@ def _run(
     )
 
 
+def session_facts(
+    attrs: Mapping[str, Any], path: str, start_ns: int, end_ns: int, error: bool
+) -> tuple[str | None, RecordedSession | None]:
+    """The session a span names, and the run it opens when it is a session span."""
+    session_id = attrs.get(A.SESSION_ID)  # the usual spelling, else every other one in order
+    if not session_id or type(session_id) is not str:
+        session_id = explicit_session(attrs)
+    if session_id and attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
+        return session_id, _run(session_id, attrs, path, start_ns, end_ns, error)
+    return session_id, None
+
+
+def counts_in_range(attrs: Mapping[str, Any]) -> bool:
+    """Whether every count the judge reads is an int in range (the usual case: none, or all)."""
+    for key in _COUNT_KEYS.intersection(attrs):
+        value = attrs[key]
+        if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
+            return False
+    return True
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -444,7 +502,7 @@ def _members(parent: Any, key: str, where: str, path: str, line: int) -> Any:
     return value
 
 
-def _int64(value: Any) -> int:
+def int64(value: Any) -> int:
     """An OTLP ``intValue``: an integer (or its decimal string) within int64."""
     kind = type(value)
     if kind is str:
@@ -539,7 +597,7 @@ def _explain_value(value: Any, where: str, depth: int = 0) -> str | None:
     for key, item in value.items():
         if key == "intValue":
             try:
-                _int64(item)
+                int64(item)
             except (TypeError, ValueError, OverflowError):
                 return f"{where}.intValue: expected an integer from -2**63 to 2**63-1, got {_ranges.describe(item)}"
         elif key == "doubleValue":

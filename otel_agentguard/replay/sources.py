@@ -22,7 +22,7 @@ from otel_agentguard.policy import Policy
 from otel_agentguard.replay._yaml import LineDict
 from otel_agentguard.replay.agent_trace import AgentTraceCollector, is_agent_trace_record
 from otel_agentguard.replay.errors import InputError
-from otel_agentguard.replay.otlp import OTLPCollector
+from otel_agentguard.replay.otlp import OTLPCollector, ReadSpan
 from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.replay.trajectory import is_trajectory_document, sessions_from_document
 
@@ -30,6 +30,13 @@ try:  # optional: parses OTLP lines 3-5x faster; every result is the stdlib's (s
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]  # optional: callers check for None
+
+_read_typed: Callable[[bytes, str], list[ReadSpan] | None] | None
+try:  # optional: reads OTLP lines straight into spans, the reference reader's result (see its module)
+    from otel_agentguard.replay._typed_otlp import LINE_START as _TYPED_LINE_START
+    from otel_agentguard.replay._typed_otlp import read_line as _read_typed
+except ImportError:  # pragma: no cover - depends on the environment
+    _read_typed = None
 
 # A bare integer orjson would read as a float (beyond 64 bits) as an object member: such
 # lines go to the stdlib parser. (OTLP numbers are 64-bit; hex ids in strings never match.)
@@ -172,7 +179,14 @@ def _read_file(
         document = _load_document(path)
         return _from_document(document, name, 1, otlp, policy)
     sessions: list[RecordedSession] = []
-    for line_number, record in _json_lines(path, progress):
+    read_typed = _read_typed
+    for line_number, raw in _lines(path, progress):
+        if read_typed is not None and raw.startswith(_TYPED_LINE_START):
+            spans = read_typed(raw, name)
+            if spans is not None:
+                otlp.add_read_spans(spans, name, line_number)
+                continue
+        record = _parse_line(raw, name, line_number)
         if isinstance(record, dict) and "resourceSpans" in record:
             otlp.add_document(record, name, line_number)
         elif is_agent_trace_record(record):
@@ -224,7 +238,8 @@ def _starts_multiline_json(path: Path) -> bool:
     return False
 
 
-def _json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
+def _lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
+    """The file's lines with their numbers, as read (blank lines skipped)."""
     name = str(path)
     read = 0
     # A large buffer: an exporter's lines are batches of hundreds of kilobytes, which the default
@@ -237,14 +252,17 @@ def _json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[
                 progress(read)
             if len(raw) > MAX_LINE_BYTES:
                 raise InputError(name, f"line longer than {MAX_LINE_BYTES} bytes", number)
-            if raw.isspace():
-                continue  # a blank line
-            try:
-                yield number, _loads_line(raw)  # as read: stripping would copy a line of megabytes
-            except RecursionError:
-                raise InputError(name, "JSON nested too deeply", number) from None
-            except ValueError as exc:
-                raise InputError(name, f"invalid JSON: {_json_reason(exc)}", number) from None
+            if not raw.isspace():
+                yield number, raw  # as read: stripping would copy a line of megabytes
+
+
+def _parse_line(raw: bytes, name: str, number: int) -> Any:
+    try:
+        return _loads_line(raw)
+    except RecursionError:
+        raise InputError(name, "JSON nested too deeply", number) from None
+    except ValueError as exc:
+        raise InputError(name, f"invalid JSON: {_json_reason(exc)}", number) from None
 
 
 def _loads_line(text: bytes) -> Any:
