@@ -63,9 +63,9 @@ def _same_attributes(path: Path) -> None:
             assert [span[1] for span in read] == [decode_read_attributes(span.get("attributes")) for span in spans]
 
 
-def _write_lines(path: Path, documents: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(d, allow_nan=True, separators=(",", ":")) + "\n" for d in documents),
-                    encoding="utf-8", errors="surrogatepass")
+def _write_lines(path: Path, documents: list[Any], ascii_only: bool = True) -> Path:
+    path.write_text("".join(json.dumps(d, allow_nan=True, separators=(",", ":"), ensure_ascii=ascii_only) + "\n"
+                            for d in documents), encoding="utf-8", errors="surrogatepass")
     return path
 
 
@@ -198,8 +198,14 @@ def _tool(span_id: str, **fields: Any) -> dict[str, Any]:
                  **fields)
 
 
+def _bare_tool(span_id: str, **fields: Any) -> dict[str, Any]:
+    """A tool span naming its tool only in the span name."""
+    return _span(span_id, (A.GEN_AI_OPERATION_NAME, {"stringValue": "execute_tool"}),
+                 (A.GEN_AI_CONVERSATION_ID, {"stringValue": "s1"}), **{"name": "execute_tool search", **fields})
+
+
 @pytest.mark.parametrize("fields", ODD_SPANS, ids=[json.dumps(f) for f in ODD_SPANS])
-@pytest.mark.parametrize("make", [_chat, _tool])
+@pytest.mark.parametrize("make", [_chat, _tool, _bare_tool])
 def test_odd_span_fields_read_alike(tmp_path, monkeypatch, make, fields):
     path = _write_lines(tmp_path / "t.jsonl", [_document([make("b7ad6b7169203331", **fields)])])
     _same_either_way(path, monkeypatch)
@@ -233,6 +239,27 @@ ODD_LINES = [
 ]
 
 
+_USUAL_SPAN = (b'{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331","name":"chat m",'
+               b'"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"key":"gen_ai.operation.name",'
+               b'"value":{"stringValue":"chat"}},{"key":"gen_ai.conversation.id","value":{"stringValue":"s1"}}')
+ODD_LINES += [
+    # Not UTF-8 (or cut off) where the typed reader reads nothing: the standard library refuses the line.
+    b'{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"\xff"},"spans":[' + _USUAL_SPAN + b']}]}]}]}',
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + _USUAL_SPAN + b'],"status":{"code":2,"message":"cut\xe2\x80"}}]}]}]}',
+    b'{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"stringValue":"\xc0\x80"}}]},"scopeSpans":'
+    b'[{"spans":[' + _USUAL_SPAN + b']}]}]}]}',
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + _USUAL_SPAN + b'],"k\xff":1}]}]}]}',
+    # UTF-8 everywhere, raw: read alike.
+    b'{"resourceSpans":[{"scopeSpans":[{"scope":{"name":"\xc3\xa9"},"spans":[' + _USUAL_SPAN
+    + b',{"key":"gen_ai.response.model","value":{"stringValue":"mod\xc3\xa8le \xe2\x9c\x93"}}]}]}]}]}',
+    # Integers beyond 64 bits as array items and after whitespace, where orjson would read floats.
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + _USUAL_SPAN
+    + b',{"key":"gen_ai.response.model","value":{"stringValue":[12345678901234567890123]}}]}]}]}]}',
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + _USUAL_SPAN
+    + b',{"key":"gen_ai.response.model","value":{"stringValue":\t18446744073709551616}}]}]}]}]}',
+]
+
+
 @pytest.mark.parametrize("line", ODD_LINES)
 def test_odd_lines_read_alike(tmp_path, monkeypatch, line):
     path = tmp_path / "t.jsonl"
@@ -242,7 +269,8 @@ def test_odd_lines_read_alike(tmp_path, monkeypatch, line):
 
 def test_a_duplicated_span_and_a_verdict_span_read_alike(tmp_path, monkeypatch):
     chat = _chat("b7ad6b7169203331", (A.SEQUENCE, {"intValue": "1"}), parentSpanId="00f067aa0ba902b7")
-    verdict = _span("1111111111111111", (A.VERDICT, {"stringValue": "completed"}), parentSpanId="2222222222222222")
+    # A verdict span the guard wrote is no input: admitted, this one would be a second model step.
+    verdict = _chat("1111111111111111", (A.VERDICT, {"stringValue": "completed"}), parentSpanId="2222222222222222")
     session = _span("00f067aa0ba902b7", (A.GEN_AI_OPERATION_NAME, {"stringValue": "invoke_agent"}),
                     (A.GEN_AI_CONVERSATION_ID, {"stringValue": "s1"}), parentSpanId="2222222222222222")
     path = _write_lines(tmp_path / "t.jsonl", [_document([chat, verdict]), _document([chat, session, chat])])
@@ -261,7 +289,7 @@ USUAL_VALUE = st.one_of(
                                                                           st.text(max_size=4)), max_size=3)),
 )
 ODD_VALUE = st.one_of(
-    st.builds(lambda v: {"stringValue": v}, st.one_of(st.none(), st.integers())),
+    st.builds(lambda v: {"stringValue": v}, st.one_of(st.none(), st.integers(), st.lists(st.integers(), max_size=2))),
     st.builds(lambda v: {"intValue": v}, st.one_of(st.integers(-(2**64), 2**64).map(str), st.integers(-5, 5),
                                                   st.none(), st.floats())),
     st.builds(lambda v: {"boolValue": v}, st.one_of(st.none(), st.integers(0, 1))),
@@ -303,8 +331,8 @@ FILES = st.lists(st.one_of(NEAR_USUAL_DOCUMENT, NEAR_USUAL_DOCUMENT, NEAR_USUAL_
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
-@given(FILES)
-def test_any_file_reads_alike(tmp_path, monkeypatch, documents):
-    path = _write_lines(tmp_path / "t.jsonl", documents)
+@given(FILES, st.booleans())
+def test_any_file_reads_alike(tmp_path, monkeypatch, documents, ascii_only):
+    path = _write_lines(tmp_path / "t.jsonl", documents, ascii_only)
     _same_either_way(path, monkeypatch)
     _same_attributes(path)

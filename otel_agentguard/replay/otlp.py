@@ -41,6 +41,13 @@ _COUNT_ATTRIBUTES = (
 _COUNT_KEYS = frozenset(_COUNT_ATTRIBUTES)
 
 
+# A value holds one member. One with more (not valid OTLP) is read by this precedence, whatever
+# their order in the file.
+MEMBER_PRECEDENCE = (
+    "stringValue", "intValue", "boolValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue",
+)
+
+
 def decode_value(value: Mapping[str, Any] | None) -> Any:
     """One OTLP ``AnyValue`` as a Python value."""
     if type(value) is dict:  # what a JSON parser gives: skip the ABC check below
@@ -52,9 +59,8 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         return None
     elif not isinstance(value, Mapping):
         raise TypeError("an AnyValue must be an object")  # _explain says where
-    # A value holds one member. One with more (not valid OTLP) is read by a fixed precedence, the
-    # order below, whatever their order in the file.
-    for key in value if len(value) == 1 else [key for key in _MEMBERS if key in value]:
+    members = value.keys() if len(value) == 1 else [key for key in MEMBER_PRECEDENCE if key in value]
+    for key in members:
         item = value[key]
         if key == "stringValue":
             return item
@@ -71,9 +77,6 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         if key == "bytesValue":
             return base64.b64decode(item)
     return None
-
-
-_MEMBERS = ("stringValue", "intValue", "boolValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue")
 
 
 def decode_array(item: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -275,7 +278,8 @@ class OTLPCollector:
         admitted as :meth:`add_span` would, and none can fail any more."""
         is_new = self._is_new
         for span in spans:
-            if is_new(span[1], span[3], span[4], span[5]):
+            kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run = span
+            if is_new(attrs, trace_id, span_id, parent_id):
                 self._admit(span, path, line)
 
     def _is_new(self, attrs: dict[str, Any], trace_id: str, span_id: str, parent_id: str) -> bool:

@@ -38,11 +38,14 @@ try:  # optional: reads OTLP lines straight into spans, the reference reader's r
 except ImportError:  # pragma: no cover - depends on the environment
     _read_typed = None
 
-# A bare integer orjson would read as a float (beyond 64 bits) as an object member: such
-# lines go to the stdlib parser. (OTLP numbers are 64-bit; hex ids in strings never match.)
-# The test is looser than that (": " or ":-" then digits or dashes, 20 characters in all):
-# a line it catches needlessly is only read more slowly, and the simple class scans faster.
-_LONG_INTEGER = re.compile(rb":[- 0-9][-0-9]{19}")
+# A bare integer orjson would read as a float (beyond 64 bits), as an object member or an array
+# item: such lines go to the stdlib parser. (OTLP numbers are 64-bit; hex ids in strings never
+# match.) The test is looser than that (after ":", "," or "[" and JSON whitespace, digits or
+# dashes, 20 characters in all): a line it catches needlessly is only read more slowly. One
+# search per separator: a literal first byte makes each far faster than one with a class.
+_LONG_INTEGER_AFTER = tuple(
+    re.compile(separator + rb"[ \t\r\n]*[-0-9]{20}").search for separator in (b":", b",", rb"\[")
+)
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a whole-file JSON document; line formats stream instead
 # A YAML document: reading it costs about half a second to a second and 13 MB of memory per MB
@@ -273,7 +276,7 @@ def _loads_line(text: bytes) -> Any:
     and every line orjson fails on, are parsed by the stdlib, so the values and the
     error messages are always the stdlib's.
     """
-    if _orjson is not None and _LONG_INTEGER.search(text) is None:
+    if _orjson is not None and not any(search(text) for search in _LONG_INTEGER_AFTER):
         try:
             return _orjson.loads(text)  # JSON whitespace around the value (the newline) is allowed
         except ValueError:  # orjson.JSONDecodeError: let the stdlib decide and word the error
