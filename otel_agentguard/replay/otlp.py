@@ -59,9 +59,9 @@ def decode_value(value: Mapping[str, Any] | None) -> Any:
         return None
     elif not isinstance(value, Mapping):
         raise TypeError("an AnyValue must be an object")  # _explain says where
-    members = value.keys() if len(value) == 1 else [key for key in MEMBER_PRECEDENCE if key in value]
-    for key in members:
-        item = value[key]
+    if len(value) > 1:
+        value = {key: value[key] for key in MEMBER_PRECEDENCE if key in value}
+    for key, item in value.items():
         if key == "stringValue":
             return item
         if key == "intValue":
