@@ -77,7 +77,7 @@ class _Request(msgspec.Struct, gc=False):
 _decode = msgspec.json.Decoder(_Request).decode
 # How the exporters (this package's and the Collector's file exporter) start a line; any other
 # line, whatever it is, goes to the reference reader, which tells the formats apart.
-LINE_START = b'{"resourceSpans":'
+_LINE_START = b'{"resourceSpans":'
 
 
 class _Unusual(Exception):
@@ -93,6 +93,8 @@ _LEFT_TO_THE_REFERENCE = (
 
 def read_line(line: bytes, path: str) -> list[ReadSpan] | None:
     """The spans of one OTLP JSON line, or None when the reference reader is to read it."""
+    if not line.startswith(_LINE_START):
+        return None
     try:
         if not line.isascii():
             # msgspec checks the UTF-8 of what it decodes, not of the members it skips (a span's
@@ -139,12 +141,10 @@ def _attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
     if not items:
         return decoded
     read_keys = otlp.READ_KEYS
-    kept = otlp.KEPT
+    is_read_key = otlp.is_read_key
     for item in items:
         key = item.key
-        wanted = key in read_keys or kept.get(key)
-        if wanted is None:
-            wanted = otlp.is_read_key(key)
+        wanted = key in read_keys or is_read_key(key)
         value = item.value
         if value is None:
             if wanted:

@@ -133,15 +133,10 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
-    kept = KEPT
     for item in items:
         key = item["key"]
         value = item.get("value")
-        wanted: bool | None = True
-        if key not in READ_KEYS:
-            wanted = kept.get(key)
-            if wanted is None:
-                wanted = is_read_key(key)
+        wanted = key in READ_KEYS or is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
             if "stringValue" in value:  # most attributes are strings: nothing to check
                 if wanted:
@@ -165,16 +160,18 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
 # Whether an attribute key outside READ_KEYS is read (under a prefix), by key: a span's keys come
 # from a small set, and a lookup is cheaper than the prefix test. Bounded: keys beyond it are
 # tested every time.
-KEPT: dict[str, bool] = {}
+_KEPT: dict[str, bool] = {}
 _KEPT_MAX = 4096
 
 
 def is_read_key(key: Any) -> bool:
-    if type(key) is not str:
-        return True  # kept as it is, as every key the readers might ask for
-    wanted = key.startswith(READ_KEY_PREFIXES)
-    if len(KEPT) < _KEPT_MAX:
-        KEPT[key] = wanted
+    """Whether a key outside READ_KEYS is read (one under a read prefix, or not a string)."""
+    # A key that is not a string is kept as it is, as every key the readers might ask for.
+    wanted = _KEPT.get(key) if type(key) is str else True
+    if wanted is None:
+        wanted = key.startswith(READ_KEY_PREFIXES)
+        if len(_KEPT) < _KEPT_MAX:
+            _KEPT[key] = wanted
     return wanted
 
 

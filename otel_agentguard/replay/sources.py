@@ -33,7 +33,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 _read_typed: Callable[[bytes, str], list[ReadSpan] | None] | None
 try:  # optional: reads OTLP lines straight into spans, the reference reader's result (see its module)
-    from otel_agentguard.replay._typed_otlp import LINE_START as _TYPED_LINE_START
     from otel_agentguard.replay._typed_otlp import read_line as _read_typed
 except ImportError:  # pragma: no cover - depends on the environment
     _read_typed = None
@@ -184,11 +183,10 @@ def _read_file(
     sessions: list[RecordedSession] = []
     read_typed = _read_typed
     for line_number, raw in _lines(path, progress):
-        if read_typed is not None and raw.startswith(_TYPED_LINE_START):
-            spans = read_typed(raw, name)
-            if spans is not None:
-                otlp.add_read_spans(spans, name, line_number)
-                continue
+        spans = read_typed(raw, name) if read_typed is not None else None
+        if spans is not None:
+            otlp.add_read_spans(spans, name, line_number)
+            continue
         record = _parse_line(raw, name, line_number)
         if isinstance(record, dict) and "resourceSpans" in record:
             otlp.add_document(record, name, line_number)
