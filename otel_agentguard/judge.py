@@ -161,9 +161,12 @@ class SessionJudge:
         totals = self.totals
         if not totals.start_ns and step.start_ns:
             totals.start_ns = step.start_ns
-        self._last_end_ns = max(self._last_end_ns, step.end_ns)
-        self._last_sequence = max(self._last_sequence, step.sequence)
-        totals.tokens += step.tokens
+        # (Comparisons, not max(): this runs for every step.)
+        if step.end_ns > self._last_end_ns:
+            self._last_end_ns = step.end_ns
+        if step.sequence > self._last_sequence:
+            self._last_sequence = step.sequence
+        totals.tokens += step.input_tokens + step.output_tokens
         if step.cost_usd is not None:
             totals.cost_usd += step.cost_usd
         elif step.kind == MODEL:
@@ -171,7 +174,8 @@ class SessionJudge:
         if step.kind == TOOL:
             totals.remember_call(step, self._keep_calls)
             totals.steps += 1
-            totals.open_tool_calls = max(totals.open_tool_calls - 1, 0)
+            if totals.open_tool_calls > 0:
+                totals.open_tool_calls -= 1
             if not step.failed and step.empty is False:
                 totals.partial_result = True
             if not step.failed:
@@ -235,7 +239,9 @@ class SessionJudge:
 _SHARED_PROBES_MAX = 64
 _shared_probes_lock = threading.Lock()
 _ProbeSet = tuple[tuple[Probe, ...], dict[str, tuple[Probe, ...]], int]
-_shared_probes: dict[tuple[int, int, tuple[ProbeFactory, ...]], tuple[Policy, Profile, _ProbeSet]] = {}
+# (id(profile), id(policy)) -> the objects themselves (an id is reused once one is freed), the
+# probe factories they were built from, and the probes.
+_shared_probes: dict[tuple[int, int], tuple[Policy, Profile, tuple[ProbeFactory, ...], _ProbeSet]] = {}
 
 
 def _probes_for(profile: Profile, policy: Policy) -> _ProbeSet:
@@ -243,10 +249,10 @@ def _probes_for(profile: Profile, policy: Policy) -> _ProbeSet:
     state of their own): all of them, those that read each kind of step (a probe's ``kinds``,
     else every kind), and how many of the last tool calls they read."""
     factories = all_probes()
-    key = (id(profile), id(policy), factories)
+    key = (id(profile), id(policy))
     found = _shared_probes.get(key)
-    if found is not None and found[0] is policy and found[1] is profile:
-        return found[2]
+    if found is not None and found[0] is policy and found[1] is profile and found[2] is factories:
+        return found[3]
     disabled = profile.disabled_probes
     probes = tuple(factory(profile, policy) for factory in factories if factory.name not in disabled)
     by_kind = {kind: tuple(probe for probe in probes if kind in getattr(probe, "kinds", (kind,)))
@@ -255,7 +261,7 @@ def _probes_for(profile: Profile, policy: Policy) -> _ProbeSet:
     with _shared_probes_lock:  # sessions start on any thread
         if len(_shared_probes) >= _SHARED_PROBES_MAX:
             _shared_probes.pop(next(iter(_shared_probes)))  # the oldest: a profile no longer judged with
-        _shared_probes[key] = (policy, profile, (probes, by_kind, keep))
+        _shared_probes[key] = (policy, profile, factories, (probes, by_kind, keep))
     return probes, by_kind, keep
 
 

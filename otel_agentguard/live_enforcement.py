@@ -172,7 +172,7 @@ class LiveEnforcement:
                 span.set_attributes({A.ENFORCED: True,
                                      A.STOP_REASON: choose_stop_reason(judge.alerts, interrupt=session.interrupt)})
             elif injected is not None:
-                session.pending_alerts.append(injected)
+                session.pending_alerts += (injected,)
             totals = judge.totals
             breakpoint = breakpoint_of(
                 session.session_id, reason, detail, totals,

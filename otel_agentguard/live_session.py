@@ -49,7 +49,8 @@ class LiveSession:
         self.session_span: Span | None = None
         self.session_span_id = 0  # of session_span, once attached
         self.last_context: SpanContext | None = None  # where a verdict span is parented
-        self.pending_alerts: list[Alert] = []  # for the verdict span when no session span is open
+        # For the verdict span when no session span is open (a tuple: most sessions never hold one).
+        self.pending_alerts: tuple[Alert, ...] = ()
         self.ended = False
         self.enforcer = enforcer  # None in observe mode
         self.interrupt: str | None = None  # steered, drained, dispatched or awaiting, once honoured

@@ -215,7 +215,7 @@ class LiveSessions:
                 self._verdicts.on_session_span(span, verdict, raised)
         self.count(raised, verdict.profile)
         if not on_span and wants_verdict_span(session, verdict):
-            self._verdicts.verdict_span(session, verdict, session.pending_alerts + raised)
+            self._verdicts.verdict_span(session, verdict, [*session.pending_alerts, *raised])
         self._metrics.session_ended(verdict)
         with self._counters_lock:
             self._counters[session.session_id] = session.sequence

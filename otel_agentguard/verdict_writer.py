@@ -51,7 +51,7 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
         for alert in alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
     else:
-        session.pending_alerts.extend(alerts)
+        session.pending_alerts += tuple(alerts)
 
 
 def wants_verdict_span(session: LiveSession, verdict: Verdict) -> bool:

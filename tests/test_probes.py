@@ -262,6 +262,16 @@ def test_cycle_respects_cycle_repeats(repeats):
     assert alert.evidence == tuple(range(1, 3 * repeats + 1))
 
 
+@pytest.mark.parametrize("block", [[A, B], [A, B, C], [A, B, C, D]], ids=["period 2", "period 3", "period 4"])
+def test_cycle_of_each_period_fires_on_its_shortest_history(block):
+    # Two copies: the fewest calls in which the last call equals the call one period back.
+    profile = Profile(cycle_repeats=2)
+    assert Run(tools_only((block * 2)[:-1]), profile).of("cycle") == []
+    alert = Run(tools_only(block * 2), profile).one("cycle")
+    assert alert.sequence == 2 * len(block)
+    assert alert.evidence == tuple(range(1, 2 * len(block) + 1))
+
+
 def test_cycle_does_not_fire_on_one_call_repeated():
     run = Run(tools_only([A] * 12))
     assert run.of("cycle") == []

@@ -29,20 +29,25 @@ class BudgetExceeded:
     __slots__ = ("_limits",)
 
     def __init__(self, profile: Profile, policy: Policy):
-        self._limits = tuple((kind, limit, 1 << (BUDGET_FIRED_SHIFT + index)) for index, (kind, limit) in enumerate((
-            ("steps", profile.max_steps),
-            ("tokens", profile.max_tokens),
-            ("cost", profile.max_cost_usd),
-            ("wall_time", profile.max_wall_time_s),
-            ("model_calls", profile.max_model_calls),
-        )) if limit is not None)
+        self._limits = tuple(
+            (kind, _TOTAL_OF.get(kind), limit, 1 << (BUDGET_FIRED_SHIFT + index))
+            for index, (kind, limit) in enumerate((
+                ("steps", profile.max_steps),
+                ("tokens", profile.max_tokens),
+                ("cost", profile.max_cost_usd),
+                ("wall_time", profile.max_wall_time_s),
+                ("model_calls", profile.max_model_calls),
+            ))
+            if limit is not None
+        )
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
         alerts = None
-        for kind, limit, fired in self._limits:
+        for kind, total, limit, fired in self._limits:
             if totals.fired & fired:
                 continue
-            used = used_budget(kind, step, totals)
+            # Every step reads every budget: a running total is one attribute read, not a call.
+            used = getattr(totals, total) if total is not None else used_budget(kind, step, totals)
             if used > limit:
                 totals.fired |= fired
                 alerts = alerts or []
@@ -55,6 +60,10 @@ class BudgetExceeded:
                     budget_kind=kind,
                 ))
         return alerts
+
+
+# The budgets that are a running total of the session, by the total's name.
+_TOTAL_OF = {"steps": "steps", "tokens": "tokens", "cost": "cost_usd", "model_calls": "model_calls"}
 
 
 def used_budget(kind: str, step: Step, totals: SessionTotals) -> float:

@@ -23,7 +23,7 @@ from otel_agentguard.probes import CYCLE_FIRED, LONGEST_CYCLE, NO_CALL, Alert, S
 from otel_agentguard.steps import TOOL, Step
 
 DISPOSAL = "break the cycle: tell the model these calls repeat, and ask it to answer with what it has or change plan"
-PERIODS = (2, 3, LONGEST_CYCLE)
+PERIODS = tuple(range(2, LONGEST_CYCLE + 1))
 
 
 class Cycle:
@@ -40,6 +40,8 @@ class Cycle:
         # The judge keeps the session's last calls, this one included: enough of them to
         # see a period repeat and for its evidence.
         calls = totals.call_digests
+        if self._repeats > 1 and not _repeats_a_recent_call(calls):
+            return None  # the usual case: no period has even begun to repeat
         for period in PERIODS:
             if _run(calls, period, period * (self._repeats - 1)) < period * (self._repeats - 1):
                 continue
@@ -55,6 +57,14 @@ class Cycle:
                 disposal=DISPOSAL,
             )]
         return None
+
+
+def _repeats_a_recent_call(calls: array[int]) -> bool:
+    """Whether the last call equals the call one period before it, for some period."""
+    last = len(calls) - 1
+    call = calls[last] if last >= PERIODS[0] else NO_CALL
+    # The periods are 2 to LONGEST_CYCLE: the calls that far back are one slice.
+    return call != NO_CALL and call in calls[max(last - LONGEST_CYCLE, 0):last - 1]
 
 
 def _run(calls: array[int], period: int, enough: int) -> int:

@@ -40,8 +40,11 @@ class ToolLoop:
         # counting in the window is a scan of a few machine words.
         calls = totals.call_digests
         key = calls[-1]
+        # The calls kept reach back at least a window: fewer repeats among them settle it.
+        if key == NO_CALL or calls.count(key) < self._threshold:
+            return None
         window = calls[-self._window:] if len(calls) > self._window else calls
-        if key == NO_CALL or window.count(key) < self._threshold:
+        if window.count(key) < self._threshold:
             return None
         totals.fired |= TOOL_LOOP_FIRED
         sequences = totals.call_sequences[-len(window):]
