@@ -41,7 +41,10 @@ class SessionStore(Generic[T]):
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         if idle_timeout_s <= 0:
             raise ValueError(f"idle_timeout_s must be positive, got {idle_timeout_s}")
-        self._entries: OrderedDict[str, tuple[T, float]] = OrderedDict()
+        self._entries: OrderedDict[str, T] = OrderedDict()  # least recently used first
+        # When each was last used. (Apart, so that using one allocates no tuple that the garbage
+        # collector tracks: the store is touched at every step's start.)
+        self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
         self._on_evict = on_evict
         self._pinned = pinned
@@ -57,36 +60,35 @@ class SessionStore(Generic[T]):
         if key not in self._entries:  # a miss (every new session's first span) takes no lock: a dict read is atomic
             return None
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries[key] = (entry[0], self._clock())
-            self._entries.move_to_end(key)
-            return entry[0]
+            value = self._entries.get(key)
+            if value is not None:
+                self._seen[key] = self._clock()
+                self._entries.move_to_end(key)
+            return value
 
     def peek(self, key: str) -> T | None:
         """The value, without counting this as activity (a dict read: atomic, no lock)."""
-        entry = self._entries.get(key)
-        return entry[0] if entry is not None else None
+        return self._entries.get(key)
 
     def add(self, key: str, created: T) -> T:
         """Store ``created`` under ``key`` unless another thread stored one first; returns the stored one."""
         evicted: list[T] = []
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:  # another thread won the race: use its session
+            stored = self._entries.get(key)
+            if stored is not None:  # another thread won the race: use its session
                 self._entries.move_to_end(key)
-                return entry[0]
+                return stored
             now = self._clock()
             self._collect(now, evicted, room=True)
-            self._entries[key] = (created, now)
+            self._entries[key] = created
+            self._seen[key] = now
         self._evict(evicted)
         return created
 
     def pop(self, key: str) -> T | None:
         with self._lock:
-            entry = self._entries.pop(key, None)
-        return entry[0] if entry else None
+            self._seen.pop(key, None)
+            return self._entries.pop(key, None)
 
     def sweep(self) -> int:
         """Evict idle sessions now (a bounded number); returns how many."""
@@ -102,25 +104,26 @@ class SessionStore(Generic[T]):
 
     def drain(self) -> list[T]:
         with self._lock:
-            values = [value for value, _ in self._entries.values()]
+            values = list(self._entries.values())
             self._entries.clear()
+            self._seen.clear()
         return values
 
     def _collect(self, now: float, evicted: list[T], room: bool) -> None:
-        entries = self._entries
+        entries, seen = self._entries, self._seen
         deadline = now - self._idle
         skipped = 0
         while entries and len(evicted) < _MAX_EVICTIONS_PER_CALL and skipped < _MAX_EVICTIONS_PER_CALL:
-            key, (value, seen) = next(iter(entries.items()))
-            if seen <= deadline:
-                del entries[key]
+            key, value = next(iter(entries.items()))
+            if seen[key] <= deadline:
+                del entries[key], seen[key]
                 evicted.append(value)
             elif room and len(entries) >= self._max:
                 if self._pinned(value):
                     entries.move_to_end(key)  # a running agent keeps its session; look further
                     skipped += 1
                     continue
-                del entries[key]
+                del entries[key], seen[key]
                 evicted.append(value)
             else:
                 return

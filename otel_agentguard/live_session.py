@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -16,16 +17,30 @@ from otel_agentguard.probes import Alert
 class SequenceCounter:
     """A session's sequence numbers; the counter outlives the session so a reused id keeps counting."""
 
-    __slots__ = ("_lock", "last")
+    __slots__ = ("last",)
 
     def __init__(self, last: int = 0):
-        self._lock = threading.Lock()
         self.last = last
 
     def next(self) -> int:
-        with self._lock:
+        with _numbering:
             self.last += 1
             return self.last
+
+
+# One lock for every counter: an increment holds it for a moment, and a session then allocates
+# no lock of its own for its numbers (nor one more object for the garbage collector to track).
+_numbering = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    # A forked child may inherit the lock held by a thread that does not exist there.
+    global _numbering
+    _numbering = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 class LiveSession:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agentguard as ag
-from otel_agentguard import _internal_errors, _registry
+from otel_agentguard import _internal_errors, _registry, live_session
 from otel_agentguard import attributes as A
 from otel_agentguard.testing import GuardedTracing
 
@@ -132,6 +132,12 @@ def test_a_forked_child_judges_its_own_sessions_and_not_the_parents(tracing):
 
 def test_a_session_store_lock_held_at_fork_does_not_deadlock_the_child(tracing):
     with held_by_another_thread(tracing.processor._store._lock):  # noqa: SLF001
+        result = in_child(lambda: {"stop_reason": run_session(tracing, "child-run").stop_reason})
+    assert result == {"stop_reason": "tool_loop"}
+
+
+def test_the_sequence_numbering_lock_held_at_fork_does_not_deadlock_the_child(tracing):
+    with held_by_another_thread(live_session._numbering):  # noqa: SLF001
         result = in_child(lambda: {"stop_reason": run_session(tracing, "child-run").stop_reason})
     assert result == {"stop_reason": "tool_loop"}
 
