@@ -17,12 +17,12 @@ messages: a message may quote a tool argument or a prompt.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import traceback
 from collections.abc import Callable
 
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.config import capture_content
 
 logger = logging.getLogger("otel_agentguard")
@@ -33,6 +33,7 @@ _MAX_KINDS = 256
 _WINDOW_S = 60.0
 
 _lock = threading.Lock()
+renew_in_forked_children(globals(), "_lock")
 _logged: set[str] = set()
 _counts: dict[str, int] = {}
 _listeners: list[Callable[[str], None]] = []
@@ -106,15 +107,6 @@ def _traceback_without_messages(exc: BaseException) -> str:
     return "".join(parts).rstrip("\n")
 
 
-def _reset_lock_in_child() -> None:
-    # A forked child (gunicorn, multiprocessing) may inherit the lock held by a thread that does
-    # not exist there: start with a fresh one, as the processor does with its session store.
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 def counts() -> dict[str, int]:

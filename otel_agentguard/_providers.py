@@ -23,6 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider as SDKTracerProvider
 
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger("otel_agentguard")
@@ -30,6 +31,7 @@ logger = logging.getLogger("otel_agentguard")
 _SCOPE = "otel_agentguard"
 _MAX_PROXY_DEPTH = 8
 _lock = threading.Lock()
+renew_in_forked_children(globals(), "_lock")
 _last_installed: weakref.ref[Any] | None = None
 _warned: set[str] = set()
 

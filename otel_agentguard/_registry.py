@@ -8,27 +8,18 @@ one that was shut down unregisters itself.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from typing import TYPE_CHECKING
 
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.policy import Policy, policy_from_env
 
 if TYPE_CHECKING:
     from otel_agentguard.processor import AgentGuardSpanProcessor
 
 _lock = threading.Lock()
-
-
-def _fresh_lock_in_child() -> None:
-    # A fork while another thread holds the lock would leave the child's copy locked forever.
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+renew_in_forked_children(globals(), "_lock")
 # Weak references, oldest first: rebuilt (under the lock) when a processor comes or goes, read
 # without a lock on every call (a tuple is replaced whole, never changed in place).
 _processors: tuple[weakref.ref[AgentGuardSpanProcessor], ...] = ()

@@ -59,6 +59,7 @@ from pathlib import Path, PosixPath, PurePath, PurePosixPath, PureWindowsPath, W
 from typing import Any, NamedTuple
 
 from otel_agentguard import _plain_json, _readable
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ _INF = float("inf")
 _quote = json.encoder.encode_basestring
 
 _key_lock = threading.Lock()
+renew_in_forked_children(globals(), "_key_lock")
 _key: bytes | None = None
 # The keyed BLAKE2b state for the process key, built once: each digest copies it
 # instead of re-keying (a key block less per call). Reset with the key.

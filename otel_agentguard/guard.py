@@ -10,11 +10,13 @@ from typing import Any
 
 from opentelemetry import trace
 
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard._providers import remember_installed, sdk_provider
 from otel_agentguard.policy import Policy
 from otel_agentguard.processor import AgentGuardSpanProcessor
 
 _lock = threading.Lock()
+renew_in_forked_children(globals(), "_lock")
 _installed: weakref.WeakKeyDictionary[Any, AgentGuardSpanProcessor] = weakref.WeakKeyDictionary()
 
 

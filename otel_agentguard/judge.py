@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.policy import Policy, Profile
 from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
@@ -238,6 +239,7 @@ class SessionJudge:
 
 _SHARED_PROBES_MAX = 64
 _shared_probes_lock = threading.Lock()
+renew_in_forked_children(globals(), "_shared_probes_lock")
 _ProbeSet = tuple[tuple[Probe, ...], dict[str, tuple[Probe, ...]], int]
 # (id(profile), id(policy)) -> the objects themselves (an id is reused once one is freed), the
 # probe factories they were built from, and the probes.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext
 
 from otel_agentguard._enforce import Enforcer
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.derived import DerivedTools
 from otel_agentguard.judge import SequenceBuffer, SessionJudge
 from otel_agentguard.probes import Alert
@@ -31,16 +31,7 @@ class SequenceCounter:
 # One lock for every counter: an increment holds it for a moment, and a session then allocates
 # no lock of its own for its numbers (nor one more object for the garbage collector to track).
 _numbering = threading.Lock()
-
-
-def _fresh_lock_in_child() -> None:
-    # A forked child may inherit the lock held by a thread that does not exist there.
-    global _numbering
-    _numbering = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+renew_in_forked_children(globals(), "_numbering")
 
 
 class LiveSession:

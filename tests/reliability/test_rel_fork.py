@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agentguard as ag
-from otel_agentguard import _internal_errors, _registry, live_session
+from otel_agentguard import _internal_errors, _providers, _registry, fingerprint, guard, judge, live_session
 from otel_agentguard import attributes as A
+from otel_agentguard.instrumentation.openai_agents import _registration
 from otel_agentguard.testing import GuardedTracing
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -140,6 +141,26 @@ def test_the_sequence_numbering_lock_held_at_fork_does_not_deadlock_the_child(tr
     with held_by_another_thread(live_session._numbering):  # noqa: SLF001
         result = in_child(lambda: {"stop_reason": run_session(tracing, "child-run").stop_reason})
     assert result == {"stop_reason": "tool_loop"}
+
+
+MODULE_LOCKS = [
+    (_internal_errors, "_lock"), (_registry, "_lock"), (live_session, "_numbering"), (_providers, "_lock"),
+    (guard, "_lock"), (fingerprint, "_key_lock"), (judge, "_shared_probes_lock"), (_registration, "_lock"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), MODULE_LOCKS, ids=[f"{m.__name__}.{n}" for m, n in MODULE_LOCKS])
+def test_every_module_lock_is_free_in_a_forked_child(module, name):
+    def child() -> dict:
+        lock = getattr(module, name)
+        acquired = lock.acquire(timeout=0.5)
+        if acquired:
+            lock.release()
+        return {"acquired": acquired}
+
+    with held_by_another_thread(getattr(module, name)):
+        result = in_child(child)
+    assert result == {"acquired": True}
 
 
 def test_the_internal_errors_lock_held_at_fork_does_not_deadlock_the_child():

@@ -25,10 +25,12 @@ import wrapt
 from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
+from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.guard_ref import GuardRef
 
 # Re-entrant: _add holds it while calling into the SDK, whose set_processors we wrap.
 _lock = threading.RLock()
+renew_in_forked_children(globals(), "_lock", threading.RLock)
 _generation = 0  # bumped by every register/unregister: older import hooks do nothing
 _processor: Any = None
 _provider: Any = None
