@@ -107,8 +107,6 @@ def _traceback_without_messages(exc: BaseException) -> str:
     return "".join(parts).rstrip("\n")
 
 
-
-
 def counts() -> dict[str, int]:
     """Failures so far by kind (for tests and diagnostics)."""
     with _lock:

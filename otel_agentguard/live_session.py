@@ -30,6 +30,8 @@ class SequenceCounter:
 
 # One lock for every counter: an increment holds it for a moment, and a session then allocates
 # no lock of its own for its numbers (nor one more object for the garbage collector to track).
+# Every step's start in every session takes it: cheap under the GIL; a free-threaded build with
+# many threads starting spans at once would want one per session again.
 _numbering = threading.Lock()
 renew_in_forked_children(globals(), "_numbering")
 

@@ -3,6 +3,8 @@ verdict totals, and the SequenceBuffer that puts live steps back in order."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import otel_agentguard.judge as judge_module
@@ -350,3 +352,24 @@ def test_sequence_buffer_drain_returns_rest_sorted():
     assert _seqs(buffer.drain()) == [3, 5, 7]
     assert buffer.drain() == []
     assert _seqs(buffer.push(_s(8))) == [8]
+
+
+def test_open_tool_calls_count_down_to_zero_and_never_below():
+    judge = SessionJudge(SID, Policy.builtin(), Profile())
+    judge.observe(dataclasses.replace(model(1), tool_calls=2))
+    left = []
+    for seq in (2, 3, 4):
+        judge.observe(tool(seq, "lookup", f"n={seq}", "ok"))
+        left.append(judge.totals.open_tool_calls)
+    assert left == [1, 0, 0]
+    # A span may claim any count: a negative one opens no call, and a tool step leaves 0.
+    judge.observe(dataclasses.replace(model(5), tool_calls=-2))
+    judge.observe(tool(6, "lookup", "n=6", "ok"))
+    assert judge.totals.open_tool_calls == 0
+
+
+def test_probes_swapped_for_a_known_profile_are_the_ones_its_next_session_runs(monkeypatch):
+    policy, profile = Policy.builtin(), Profile()
+    assert [a.probe for a in judged(LOOP, policy, profile).alerts] == ["tool_loop"]  # its probe set is cached
+    monkeypatch.setattr(judge_module, "all_probes", lambda: ())
+    assert judged(LOOP, policy, profile).alerts == []

@@ -20,6 +20,10 @@ def make_store(max_sessions: int = 10, idle_timeout_s: float = 10.0) -> tuple[Se
     return store, clock, evicted
 
 
+def times_kept_for_exactly_the_sessions_kept(store: SessionStore[str]) -> bool:
+    return store._seen.keys() == store._entries.keys()  # noqa: SLF001 - the store's one invariant
+
+
 def test_a_session_used_lately_outlives_the_idle_ones():
     store, clock, evicted = make_store()
     store.add("a", "session a")
@@ -34,6 +38,7 @@ def test_a_session_used_lately_outlives_the_idle_ones():
     assert store.sweep() == 1
     assert evicted == ["session b", "session a"]
     assert len(store) == 0
+    assert times_kept_for_exactly_the_sessions_kept(store)
 
 
 def test_peek_is_no_use():
@@ -55,6 +60,7 @@ def test_a_full_store_evicts_the_least_recently_used():
     store.add("c", "session c")
     assert evicted == ["session b"]
     assert store.keys() == ["a", "c"]
+    assert times_kept_for_exactly_the_sessions_kept(store)
 
 
 def test_pop_and_drain_forget_the_session_entirely():
@@ -63,7 +69,9 @@ def test_pop_and_drain_forget_the_session_entirely():
     store.add("b", "session b")
     assert store.pop("a") == "session a"
     assert store.pop("a") is None
+    assert times_kept_for_exactly_the_sessions_kept(store)
     assert store.drain() == ["session b"]
+    assert times_kept_for_exactly_the_sessions_kept(store)
     store.add("a", "session a again")  # added anew: its idle time starts now
     clock.now = 5.0
     assert store.sweep() == 0

@@ -47,7 +47,7 @@ class BudgetExceeded:
             if totals.fired & fired:
                 continue
             # Every step reads every budget: a running total is one attribute read, not a call.
-            used = getattr(totals, total) if total is not None else used_budget(kind, step, totals)
+            used = getattr(totals, total) if total is not None else _wall_time_used(step, totals)
             if used > limit:
                 totals.fired |= fired
                 alerts = alerts or []
@@ -62,19 +62,11 @@ class BudgetExceeded:
         return alerts
 
 
-# The budgets that are a running total of the session, by the total's name.
+# The budgets that are a running total of the session, by the total's name; wall time is not.
 _TOTAL_OF = {"steps": "steps", "tokens": "tokens", "cost": "cost_usd", "model_calls": "model_calls"}
 
 
-def used_budget(kind: str, step: Step, totals: SessionTotals) -> float:
-    if kind == "steps":
-        return totals.steps
-    if kind == "tokens":
-        return totals.tokens
-    if kind == "cost":
-        return totals.cost_usd
-    if kind == "model_calls":
-        return totals.model_calls
+def _wall_time_used(step: Step, totals: SessionTotals) -> float:
     return max(step.end_ns - totals.start_ns, 0) / 1e9 if totals.start_ns else 0.0
 
 

@@ -60,11 +60,9 @@ class Cycle:
 
 
 def _repeats_a_recent_call(calls: array[int]) -> bool:
-    """Whether the last call equals the call one period before it, for some period."""
-    last = len(calls) - 1
-    call = calls[last] if last >= PERIODS[0] else NO_CALL
-    # The periods are 2 to LONGEST_CYCLE: the calls that far back are one slice.
-    return call != NO_CALL and call in calls[max(last - LONGEST_CYCLE, 0):last - 1]
+    """Whether the last call equals the call one period before it, for some period (the periods
+    are 2 to LONGEST_CYCLE: the calls that far back are one slice)."""
+    return len(calls) > 2 and calls[-1] != NO_CALL and calls[-1] in calls[-LONGEST_CYCLE - 1:-2]
 
 
 def _run(calls: array[int], period: int, enough: int) -> int:

@@ -40,7 +40,7 @@ class ToolLoop:
         # counting in the window is a scan of a few machine words.
         calls = totals.call_digests
         key = calls[-1]
-        # The calls kept reach back at least a window: fewer repeats among them settle it.
+        # The window is the last of the calls kept: fewer repeats among all of them settle it.
         if key == NO_CALL or calls.count(key) < self._threshold:
             return None
         window = calls[-self._window:] if len(calls) > self._window else calls

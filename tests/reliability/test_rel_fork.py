@@ -6,8 +6,10 @@ of the fork does not deadlock the child.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import pkgutil
 import signal
 import threading
 import time
@@ -19,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agentguard as ag
-from otel_agentguard import _internal_errors, _providers, _registry, fingerprint, guard, judge, live_session
+from otel_agentguard import _fork, _internal_errors, _providers, _registry, fingerprint, guard, judge, live_session
 from otel_agentguard import attributes as A
 from otel_agentguard.instrumentation.openai_agents import _registration
 from otel_agentguard.testing import GuardedTracing
@@ -68,7 +70,7 @@ def held_by_another_thread(lock) -> Iterator[None]:
 
     thread = threading.Thread(target=hold, daemon=True)
     thread.start()
-    taken.wait(5)
+    assert taken.wait(5), "the helper thread never took the lock"
     try:
         yield
     finally:
@@ -156,11 +158,25 @@ def test_every_module_lock_is_free_in_a_forked_child(module, name):
         acquired = lock.acquire(timeout=0.5)
         if acquired:
             lock.release()
-        return {"acquired": acquired}
+        return {"acquired": acquired, "kind": type(lock).__name__}
 
-    with held_by_another_thread(getattr(module, name)):
+    held = getattr(module, name)
+    with held_by_another_thread(held):
         result = in_child(child)
-    assert result == {"acquired": True}
+    assert result == {"acquired": True, "kind": type(held).__name__}  # an RLock stays re-entrant
+
+
+def test_no_module_lock_is_left_out_of_the_renewal():
+    lock_types = (type(threading.Lock()), type(threading.RLock()))
+    found = set()
+    for info in pkgutil.walk_packages(ag.__path__, "otel_agentguard."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue  # runs the command line
+        module = importlib.import_module(info.name)
+        found |= {(info.name, name) for name, value in vars(module).items() if isinstance(value, lock_types)}
+    assert len(found) >= len(MODULE_LOCKS)
+    assert found <= _fork.RENEWED
+    assert {(module.__name__, name) for module, name in MODULE_LOCKS} == found
 
 
 def test_the_internal_errors_lock_held_at_fork_does_not_deadlock_the_child():
