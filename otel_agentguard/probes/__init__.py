@@ -117,21 +117,13 @@ class ProbeFactory(Protocol):
     def __call__(self, profile: Profile, policy: Policy) -> Probe: ...
 
 
-def call_key(step: Step) -> tuple[str, str | None, bool] | None:
-    """What makes two tool steps "the same call with the same outcome".
-
-    A call whose arguments are unknown matches nothing.
-    """
-    if step.args_fingerprint is None:
-        return None
-    return (step.args_fingerprint, step.result_fingerprint, step.failed)
-
-
 NO_CALL = -1  # the digest of a call whose arguments are unknown: it matches nothing
 
 
 def call_digest(step: Step) -> int:
-    """:func:`call_key` as one 64-bit integer, so a probe's window is a ring of machine words.
+    """What makes two tool steps "the same call with the same outcome" (the arguments'
+    fingerprint, the result's and whether the call failed), as one 64-bit integer, so a
+    probe's window is a ring of machine words. A call whose arguments are unknown matches nothing.
 
     The fingerprints inside are 128-bit keyed hashes already; two different calls share a
     digest with odds of about 2**-64. ``hash`` of a tuple is never -1, so :data:`NO_CALL`
