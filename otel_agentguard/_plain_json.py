@@ -17,7 +17,11 @@ comparison, when two dict keys' hashes collide) and costs a few Python steps
 per level, not per value: a level's values are gathered in one
 call (the garbage collector's view of builtin containers), their types become
 one byte string (one byte per value), and the strings, floats and containers
-among them are picked out through masks translated from it.
+among them are picked out through masks translated from it. Built with a C
+compiler at hand, the package also has the check compiled
+(``_plain_check.c``): one C walk over the same exact builtins that runs no
+Python code at all, five to ten times faster on large values; this module's
+Python check stays the reference, and the tests run both.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import json.encoder
 import math
 import re
 import sys
+from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any
 
@@ -34,6 +39,12 @@ try:
     import orjson as _orjson
 except ImportError:  # optional: the standard library's encoder is used
     _orjson = None  # type: ignore[assignment]  # checked before use
+_CompiledCheck = Callable[[Any, int, int, int, frozenset[str], bool], "int | tuple[int, int, bool]"]
+_compiled_check: _CompiledCheck | None
+try:
+    from otel_agentguard._plain_check import check as _compiled_check
+except ImportError:  # built without a C compiler: the check runs in Python
+    _compiled_check = None
 
 _MAX_DEPTH = 64
 _LEVEL_COST = 64  # a level checked costs about as much as this many values
@@ -136,7 +147,20 @@ def _str_keys_only(dict_levels: list[list[dict[Any, Any]]]) -> bool:
 
 def check(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
     """``Plain`` when an encoder writes ``value``'s canonical form; otherwise what giving up
-    cost, in values (each level counts as ``_LEVEL_COST`` more; the caller bounds the waste)."""
+    cost, in values (the caller bounds the waste). Compiled when the package was built with
+    a C compiler (one C walk, without a Python step per level), else :func:`check_in_python`."""
+    if _compiled_check is None:
+        return check_in_python(value, depth, entries_left, text_left, special)
+    found = _compiled_check(value, depth, entries_left, text_left, special, _orjson_agrees)
+    if isinstance(found, int):
+        return found
+    entries, text, orjson = found
+    return Plain(entries, text, orjson, True)  # it checks every key a str: either encoder may write it
+
+
+def check_in_python(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
+    """:func:`check` in Python: the reference for the compiled one, and what runs without it
+    (each level counts as ``_LEVEL_COST`` values more in what giving up cost)."""
     kind = type(value)
     dicts: list[Any] = [value] if kind is dict else []
     sequences: list[Any] = [value] if kind is list or kind is tuple else []

@@ -1,6 +1,6 @@
 """The bulk path (a C encoder writing plain JSON values) writes exactly what the reference
-walker writes, byte for byte, with and without orjson; and it never reads anything but
-exact builtins."""
+walker writes, byte for byte, with and without orjson, with the plain-JSON check compiled
+and in Python; and it never reads anything but exact builtins."""
 
 from __future__ import annotations
 
@@ -85,14 +85,25 @@ def _walks(value: Any, text_left: int | None = None) -> tuple[_Walk, _Walk]:
     return walk_fast, walk_reference
 
 
+@pytest.fixture(params=["compiled check", "check in Python"])
+def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The plain-JSON check compiled (when the package was built with a C compiler) or in Python."""
+    if request.param == "compiled check":
+        if _plain_json._compiled_check is None:
+            pytest.skip("the package was built without a C compiler: the check runs in Python")
+    else:
+        monkeypatch.setattr(_plain_json, "_compiled_check", None)
+    return str(request.param)
+
+
 @pytest.fixture(params=["orjson", "stdlib"])
-def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, checker: str) -> str:
     if request.param == "orjson":
         if not _plain_json._orjson_agrees:
             pytest.skip("orjson is not installed (or disagrees with the reference and is not used)")
     else:
         monkeypatch.setattr(_plain_json, "_orjson_agrees", False)
-    return str(request.param)
+    return f"{request.param}, {checker}"
 
 
 @PROPS
@@ -319,3 +330,64 @@ def test_the_number_pattern_matches_alike_without_possessive_quantifiers(text: s
     assert "+" not in plain.pattern.replace("[+-]", "").replace("]+", "")  # nothing possessive left
     found, expected = plain.search(text, start), possessive.search(text, start)
     assert (found and found.span()) == (expected and expected.span())
+
+
+# --- the compiled check -------------------------------------------------------------------------
+
+compiled_only = pytest.mark.skipif(_plain_json._compiled_check is None,
+                                   reason="the package was built without a C compiler: the check runs in Python")
+text_without_nul = text.filter(lambda s: "\x00" not in s)
+str_keyed = st.recursive(
+    st.none() | st.booleans() | integers | floats | text_without_nul,
+    lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
+    | st.dictionaries(text_without_nul | st.sampled_from(["trace_id", "urls", "a"]), children, max_size=12),
+    max_leaves=60,
+)
+
+
+@compiled_only
+@PROPS
+@given(value=str_keyed, special=st.sampled_from([frozenset(), DEFAULT_NOISE_KEYS, frozenset({"urls", "a"})]),
+       depth=st.sampled_from([0, 1, 60]), entries_left=st.sampled_from([50_000, 40, 8]),
+       text_left=st.sampled_from([1 << 22, 600, 0]), orjson_ok=st.booleans())
+def test_the_compiled_check_decides_as_the_python_check(value: Any, special: frozenset[str], depth: int,
+                                                         entries_left: int, text_left: int, orjson_ok: bool) -> None:
+    # On values whose keys are strings and whose strings hold no NUL (where the Python check, to
+    # be safe, turns away more), both accept the same values and count the same budgets spent.
+    if type(value) not in (dict, list, tuple):
+        value = [value]
+    compiled = _plain_json._compiled_check(value, depth, entries_left, text_left, special, orjson_ok)
+    saved = _plain_json._orjson_agrees
+    _plain_json._orjson_agrees = orjson_ok
+    try:
+        python = _plain_json.check_in_python(value, depth, entries_left, text_left, special)
+    finally:
+        _plain_json._orjson_agrees = saved
+    if isinstance(python, _plain_json.Plain):
+        assert compiled == (python.entries, python.text, python.orjson)
+    else:
+        assert type(compiled) is int
+
+
+def _nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@compiled_only
+def test_the_compiled_check_bounds_its_work_on_hostile_values() -> None:
+    looped: list[Any] = [None, None]
+    looped[0] = looped[1] = looped  # 2**64 paths: the value budget ends the walk
+    selfish: dict[str, Any] = {}
+    selfish["me"] = selfish
+    for hostile in (looped, [selfish] * 9, _nested(100_000), [list(range(60_000))], {"k": ["x" * (5 << 20)]}):
+        assert type(_plain_json._compiled_check(hostile, 0, 50_000, 4 << 20, frozenset(), True)) is int
+    # Subclasses of every builtin it reads are turned away (the walker reads them its own way).
+    for odd in (Key("a"), Number(3), Listish(), Mapping(), Colour.RED, 2.5j, b"x", object()):
+        assert type(_plain_json._compiled_check([odd], 0, 50_000, 4 << 20, frozenset(), True)) is int
+    assert type(_plain_json._compiled_check([{Key("k"): 1}], 0, 50_000, 4 << 20, frozenset(), True)) is int
+    assert _plain_json._compiled_check("not a container", 0, 50_000, 4 << 20, frozenset(), True) == 64
+    with pytest.raises(TypeError):
+        _plain_json._compiled_check([], 0, 50_000, 4 << 20, {"a"}, True)  # type: ignore[arg-type]

@@ -1,0 +1,242 @@
+/* The plain-JSON check of otel_agentguard._plain_json, compiled (optional).
+ *
+ * It answers what _plain_json.check() answers, in one C walk instead of a few
+ * Python-level passes per nesting level: whether an encoder writes the canonical
+ * form of a value, and what that value spends of the walk's budgets. It reads
+ * exact builtins only (dict, list, tuple, str, int, float, bool, None) through
+ * their C structures, runs no Python code and allocates nothing, so nothing can
+ * change a container while it is read; the depth bound keeps the recursion
+ * short (cycles end there too), and every entry read is counted against the
+ * value budget, so the work is bounded by it.
+ *
+ * Where it differs from the Python check it only accepts what that check turns
+ * away to be safe (a string holding a NUL; a dict whose keys orjson would have
+ * checked), never the reverse: tests compare the forms both paths lead to with
+ * the reference walker's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+#define MAX_DEPTH 64
+#define SHORT_TEXT 256
+#define LEVEL_COST 64
+#define ORJSON_LOW 1e-4
+#define ORJSON_HIGH 1e16
+
+typedef struct {
+    Py_ssize_t entries;
+    Py_ssize_t entries_left;
+    Py_ssize_t text;
+    Py_ssize_t text_left;
+    PyObject *special; /* a frozenset of str, or NULL when empty */
+    int orjson_ok;
+} Walk;
+
+static int is_digit(Py_UCS1 c) { return c >= '0' && c <= '9'; }
+
+/* Whether the ASCII text is spelled as a JSON number (the canonical form writes it as one). */
+static int
+spelled_as_number(const Py_UCS1 *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    if (i < n && p[i] == '-') {
+        i++;
+    }
+    if (i >= n) {
+        return 0;
+    }
+    if (p[i] == '0') {
+        i++;
+    }
+    else if (p[i] >= '1' && p[i] <= '9') {
+        while (i < n && is_digit(p[i])) {
+            i++;
+        }
+    }
+    else {
+        return 0;
+    }
+    if (i < n && p[i] == '.') {
+        i++;
+        if (i >= n || !is_digit(p[i])) {
+            return 0;
+        }
+        while (i < n && is_digit(p[i])) {
+            i++;
+        }
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) {
+            i++;
+        }
+        if (i >= n || !is_digit(p[i])) {
+            return 0;
+        }
+        while (i < n && is_digit(p[i])) {
+            i++;
+        }
+    }
+    return i == n;
+}
+
+/* 0: the string's canonical form is its JSON quoting; 1: it is not (or the text budget is spent). */
+static int
+check_str(Walk *w, PyObject *s)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+#endif
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    /* A number is spelled in ASCII; the first character rules out most strings. */
+    if (n > 0 && PyUnicode_IS_ASCII(s)) {
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(s);
+        if ((p[0] == '-' || is_digit(p[0])) && spelled_as_number(p, n)) {
+            return 1;
+        }
+    }
+    if (n > SHORT_TEXT) { /* long strings count against the text budget */
+        w->text += n;
+        if (w->text > w->text_left) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int check_container(Walk *w, PyObject *c, int depth);
+
+/* 0: plain, as the encoders write it; 1: not. */
+static int
+check_value(Walk *w, PyObject *v, int depth)
+{
+    if (PyUnicode_CheckExact(v)) {
+        return check_str(w, v);
+    }
+    if (PyLong_CheckExact(v) || PyBool_Check(v) || v == Py_None) {
+        return 0; /* (an int beyond 64 bits is left to the encoders, which say so) */
+    }
+    if (PyFloat_CheckExact(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        if (isfinite(d) && floor(d) == d) {
+            return 1; /* integral: the canonical form writes an integer */
+        }
+        double magnitude = fabs(d);
+        if (!(isfinite(d) && magnitude >= ORJSON_LOW && magnitude < ORJSON_HIGH)) {
+            w->orjson_ok = 0; /* orjson spells it otherwise than repr (or writes null) */
+        }
+        return 0;
+    }
+    if (PyDict_CheckExact(v) || PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        return check_container(w, v, depth);
+    }
+    return 1;
+}
+
+static int
+check_container(Walk *w, PyObject *c, int depth)
+{
+    if (depth >= MAX_DEPTH) {
+        return 1;
+    }
+    if (PyDict_CheckExact(c)) {
+        w->entries += PyDict_GET_SIZE(c);
+        if (w->entries > w->entries_left) {
+            return 1;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(c, &pos, &key, &item)) {
+            if (!PyUnicode_CheckExact(key)) {
+                return 1;
+            }
+            if (w->special != NULL) {
+                /* An exact str key: hashing and comparing it runs no Python code. */
+                int found = PySet_Contains(w->special, key);
+                if (found != 0) {
+                    if (found < 0) {
+                        PyErr_Clear();
+                    }
+                    return 1;
+                }
+            }
+            if (check_value(w, item, depth + 1)) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    int is_list = PyList_CheckExact(c);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(c) : PyTuple_GET_SIZE(c);
+    w->entries += n;
+    if (w->entries > w->entries_left) {
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* Read afresh each time: nothing here can resize the list, but this costs nothing. */
+        if (is_list && i >= PyList_GET_SIZE(c)) {
+            return 1;
+        }
+        PyObject *item = is_list ? PyList_GET_ITEM(c, i) : PyTuple_GET_ITEM(c, i);
+        if (check_value(w, item, depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(check_doc,
+"check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
+"--\n\n"
+"(entries, text, orjson_ok) when an encoder writes the canonical form of the exact dict, list\n"
+"or tuple ``value``; otherwise an int, what giving up cost in values.");
+
+static PyObject *
+check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "check() takes 6 arguments");
+        return NULL;
+    }
+    PyObject *value = args[0];
+    int depth = (int)PyLong_AsLong(args[1]);
+    Py_ssize_t entries_left = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t text_left = PyLong_AsSsize_t(args[3]);
+    PyObject *special = args[4];
+    int orjson_ok = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyFrozenSet_CheckExact(special)) {
+        PyErr_SetString(PyExc_TypeError, "check(): special must be a frozenset");
+        return NULL;
+    }
+    if (!(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
+        return PyLong_FromLong(LEVEL_COST);
+    }
+    Walk w = {0, entries_left, 0, text_left, PySet_GET_SIZE(special) ? special : NULL, orjson_ok};
+    if (check_container(&w, value, depth)) {
+        return PyLong_FromSsize_t(w.entries + LEVEL_COST);
+    }
+    return Py_BuildValue("nnO", w.entries, w.text, w.orjson_ok ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, check_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "otel_agentguard._plain_check",
+    "The plain-JSON check of otel_agentguard._plain_json, compiled (optional).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__plain_check(void)
+{
+    return PyModule_Create(&module);
+}
