@@ -48,4 +48,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FOREIGN_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache otel_agentguard/*.so
