@@ -33,52 +33,56 @@ typedef struct {
     int orjson_ok;
 } Walk;
 
-static int is_digit(Py_UCS1 c) { return c >= '0' && c <= '9'; }
+static int is_digit(Py_UCS4 c) { return c >= '0' && c <= '9'; }
 
-/* Whether the ASCII text is spelled as a JSON number (the canonical form writes it as one). */
+/* Whether the text is spelled as a JSON number (the canonical form writes it as one). Read by
+ * its storage kind, not by the ASCII flag: a string built by C code may store ASCII text in a
+ * wider kind. */
 static int
-spelled_as_number(const Py_UCS1 *p, Py_ssize_t n)
+spelled_as_number(int kind, const void *data, Py_ssize_t n)
 {
+#define AT(i) PyUnicode_READ(kind, data, (i))
     Py_ssize_t i = 0;
-    if (i < n && p[i] == '-') {
+    if (i < n && AT(i) == '-') {
         i++;
     }
     if (i >= n) {
         return 0;
     }
-    if (p[i] == '0') {
+    if (AT(i) == '0') {
         i++;
     }
-    else if (p[i] >= '1' && p[i] <= '9') {
-        while (i < n && is_digit(p[i])) {
+    else if (AT(i) >= '1' && AT(i) <= '9') {
+        while (i < n && is_digit(AT(i))) {
             i++;
         }
     }
     else {
         return 0;
     }
-    if (i < n && p[i] == '.') {
+    if (i < n && AT(i) == '.') {
         i++;
-        if (i >= n || !is_digit(p[i])) {
+        if (i >= n || !is_digit(AT(i))) {
             return 0;
         }
-        while (i < n && is_digit(p[i])) {
+        while (i < n && is_digit(AT(i))) {
             i++;
         }
     }
-    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+    if (i < n && (AT(i) == 'e' || AT(i) == 'E')) {
         i++;
-        if (i < n && (p[i] == '+' || p[i] == '-')) {
+        if (i < n && (AT(i) == '+' || AT(i) == '-')) {
             i++;
         }
-        if (i >= n || !is_digit(p[i])) {
+        if (i >= n || !is_digit(AT(i))) {
             return 0;
         }
-        while (i < n && is_digit(p[i])) {
+        while (i < n && is_digit(AT(i))) {
             i++;
         }
     }
     return i == n;
+#undef AT
 }
 
 /* 0: the string's canonical form is its JSON quoting; 1: it is not (or the text budget is spent). */
@@ -92,10 +96,11 @@ check_str(Walk *w, PyObject *s)
     }
 #endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    /* A number is spelled in ASCII; the first character rules out most strings. */
-    if (n > 0 && PyUnicode_IS_ASCII(s)) {
-        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(s);
-        if ((p[0] == '-' || is_digit(p[0])) && spelled_as_number(p, n)) {
+    if (n > 0) {
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        Py_UCS4 first = PyUnicode_READ(kind, data, 0); /* rules out most strings */
+        if ((first == '-' || is_digit(first)) && spelled_as_number(kind, data, n)) {
             return 1;
         }
     }
@@ -108,11 +113,11 @@ check_str(Walk *w, PyObject *s)
     return 0;
 }
 
-static int check_container(Walk *w, PyObject *c, int depth);
+static int check_container(Walk *w, PyObject *c, long depth);
 
 /* 0: plain, as the encoders write it; 1: not. */
 static int
-check_value(Walk *w, PyObject *v, int depth)
+check_value(Walk *w, PyObject *v, long depth)
 {
     if (PyUnicode_CheckExact(v)) {
         return check_str(w, v);
@@ -138,7 +143,7 @@ check_value(Walk *w, PyObject *v, int depth)
 }
 
 static int
-check_container(Walk *w, PyObject *c, int depth)
+check_container(Walk *w, PyObject *c, long depth)
 {
     if (depth >= MAX_DEPTH) {
         return 1;
@@ -189,6 +194,29 @@ check_container(Walk *w, PyObject *c, int depth)
     return 0;
 }
 
+/* Whether every member of the frozenset is an exact str (iterating it runs no Python code). */
+static int
+all_exact_str(PyObject *set)
+{
+    PyObject *iterator = PyObject_GetIter(set);
+    if (iterator == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *member;
+    int all = 1;
+    while (all && (member = PyIter_Next(iterator)) != NULL) {
+        all = PyUnicode_CheckExact(member);
+        Py_DECREF(member);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return all;
+}
+
 PyDoc_STRVAR(check_doc,
 "check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
 "--\n\n"
@@ -203,7 +231,7 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *value = args[0];
-    int depth = (int)PyLong_AsLong(args[1]);
+    long depth = PyLong_AsLong(args[1]);
     Py_ssize_t entries_left = PyLong_AsSsize_t(args[2]);
     Py_ssize_t text_left = PyLong_AsSsize_t(args[3]);
     PyObject *special = args[4];
@@ -211,11 +239,20 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) {
         return NULL;
     }
+    if (depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "check(): depth must not be negative");
+        return NULL;
+    }
     if (!PyFrozenSet_CheckExact(special)) {
         PyErr_SetString(PyExc_TypeError, "check(): special must be a frozenset");
         return NULL;
     }
-    if (!(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
+    if (depth >= MAX_DEPTH || !(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
+        return PyLong_FromLong(LEVEL_COST);
+    }
+    if (PySet_GET_SIZE(special) && !all_exact_str(special)) {
+        /* Looking a key up among them could compare it through a subclass's __eq__, Python code
+         * that might change what is being read: the Python check reads such values. */
         return PyLong_FromLong(LEVEL_COST);
     }
     Walk w = {0, entries_left, 0, text_left, PySet_GET_SIZE(special) ? special : NULL, orjson_ok};

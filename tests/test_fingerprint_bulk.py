@@ -389,5 +389,32 @@ def test_the_compiled_check_bounds_its_work_on_hostile_values() -> None:
         assert type(_plain_json._compiled_check([odd], 0, 50_000, 4 << 20, frozenset(), True)) is int
     assert type(_plain_json._compiled_check([{Key("k"): 1}], 0, 50_000, 4 << 20, frozenset(), True)) is int
     assert _plain_json._compiled_check("not a container", 0, 50_000, 4 << 20, frozenset(), True) == 64
+    assert _plain_json._compiled_check([[]], 64, 50_000, 4 << 20, frozenset(), True) == 64
     with pytest.raises(TypeError):
         _plain_json._compiled_check([], 0, 50_000, 4 << 20, {"a"}, True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        _plain_json._compiled_check([], -1, 50_000, 4 << 20, frozenset(), True)
+
+
+class _Compared(str):
+    comparisons: list[object] = []
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        _Compared.comparisons.append(other)
+        return False
+
+
+@compiled_only
+def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_python() -> None:
+    # Looking a key up among them could run their __eq__ (Python code, which could change the value
+    # being read under the C walk): the compiled check gives up before reading anything.
+    special = frozenset({_Compared("a"), "b"})
+    _Compared.comparisons.clear()
+    assert type(_plain_json._compiled_check([{"a": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int
+    assert _Compared.comparisons == []
+    value = [{"a": 1, "c": 2}] * 9
+    fast = Fingerprinter("tool", noise_keys=frozenset({"b"}), key=b"k")
+    fast._canonical = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}))
+    reference = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}), bulk=False)
+    assert fast.canonical(value) == reference.form(value)
