@@ -12,6 +12,14 @@ demo: $(VENV)/.installed-demo
 # instrumentations (OpenLLMetry, OpenInference, Pydantic AI), kept out of the main one.
 FOREIGN_VENV ?= .venv-foreign
 
+# With a C compiler and Python's headers here, the optional compiled module must have been built:
+# its tests then fail, not skip, when it is missing.
+CAN_BUILD_C := $(shell command -v $${CC:-cc} >/dev/null 2>&1 && $(PYTHON) -c "import os, sysconfig; \
+	raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+	>/dev/null 2>&1 && echo 1)
+# An editable install builds the compiled module in place: rebuilt when its source changes.
+COMPILED_SOURCES := setup.py otel_agentguard/_plain_check.c
+
 # Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
 # So does the package failing on the oldest Python it supports (3.10), when one is installed here.
 test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
@@ -20,9 +28,9 @@ test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
 	bash scripts/check-oldest-python.sh
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
-	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python $(BIN)/python -m pytest
+	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python AGENTGUARD_TEST_REQUIRE_COMPILED=$(CAN_BUILD_C) $(BIN)/python -m pytest
 
-$(FOREIGN_VENV)/.installed: pyproject.toml
+$(FOREIGN_VENV)/.installed: pyproject.toml $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(FOREIGN_VENV)
 	$(FOREIGN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-foreign]'
 	touch $@
@@ -30,7 +38,7 @@ $(FOREIGN_VENV)/.installed: pyproject.toml
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-%: pyproject.toml $(COMPILED_SOURCES) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$*]'
 	touch $@
 
@@ -42,7 +50,7 @@ BENCH_ARGS ?=
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python -m bench $(BENCH_ARGS)
 
-$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e '.[serve]' -r bench/requirements.txt
 	touch $@

@@ -4,10 +4,12 @@
  * Python-level passes per nesting level: whether an encoder writes the canonical
  * form of a value, and what that value spends of the walk's budgets. It reads
  * exact builtins only (dict, list, tuple, str, int, float, bool, None) through
- * their C structures, runs no Python code and allocates nothing, so nothing can
- * change a container while it is read; the depth bound keeps the recursion
- * short (cycles end there too), and every entry read is counted against the
- * value budget, so the work is bounded by it.
+ * their C structures and runs no Python code while it reads (it allocates only
+ * its result), so nothing can change a container under it; the depth bound
+ * keeps the recursion short (cycles end there too), every entry read is counted
+ * against the value budget, and a string is read at most up to NUMBER_TEXT
+ * characters (longer ones only count against the text budget), so the work is
+ * bounded by the budgets.
  *
  * Where it differs from the Python check it only accepts what that check turns
  * away to be safe (a string holding a NUL; a dict whose keys orjson would have
@@ -20,6 +22,7 @@
 
 #define MAX_DEPTH 64
 #define SHORT_TEXT 256
+#define NUMBER_TEXT 400 /* longer strings are text, whatever they spell (the reference's rule) */
 #define LEVEL_COST 64
 #define ORJSON_LOW 1e-4
 #define ORJSON_HIGH 1e16
@@ -96,7 +99,7 @@ check_str(Walk *w, PyObject *s)
     }
 #endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    if (n > 0) {
+    if (n > 0 && n <= NUMBER_TEXT) {
         int kind = PyUnicode_KIND(s);
         const void *data = PyUnicode_DATA(s);
         Py_UCS4 first = PyUnicode_READ(kind, data, 0); /* rules out most strings */
@@ -217,6 +220,11 @@ all_exact_str(PyObject *set)
     return all;
 }
 
+/* The last set of noise keys found to hold exact strs only. A frozenset cannot change, and the
+ * reference held here keeps its address from being reused: the package passes one set per
+ * fingerprinter, so the members are looked at once, not at every call. */
+static PyObject *verified_special = NULL;
+
 PyDoc_STRVAR(check_doc,
 "check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
 "--\n\n"
@@ -250,10 +258,16 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (depth >= MAX_DEPTH || !(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
         return PyLong_FromLong(LEVEL_COST);
     }
-    if (PySet_GET_SIZE(special) && !all_exact_str(special)) {
-        /* Looking a key up among them could compare it through a subclass's __eq__, Python code
-         * that might change what is being read: the Python check reads such values. */
-        return PyLong_FromLong(LEVEL_COST);
+    if (PySet_GET_SIZE(special) && special != verified_special) {
+        if (!all_exact_str(special)) {
+            /* Looking a key up among them could compare it through a subclass's __eq__, Python
+             * code that might change what is being read: the Python check reads such values. */
+            return PyLong_FromLong(LEVEL_COST);
+        }
+        PyObject *previous = verified_special; /* exact strs only: freeing it runs no Python code */
+        Py_INCREF(special);
+        verified_special = special;
+        Py_XDECREF(previous);
     }
     Walk w = {0, entries_left, 0, text_left, PySet_GET_SIZE(special) ? special : NULL, orjson_ok};
     if (check_container(&w, value, depth)) {
@@ -275,5 +289,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__plain_check(void)
 {
+#ifdef Py_GIL_DISABLED
+    /* The walk reads containers through borrowed references, which only the GIL keeps valid:
+     * on a free-threaded build the package checks in Python instead. */
+    PyErr_SetString(PyExc_ImportError, "otel_agentguard._plain_check needs the GIL");
+    return NULL;
+#else
     return PyModule_Create(&module);
+#endif
 }

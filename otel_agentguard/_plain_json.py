@@ -192,17 +192,19 @@ def check_in_python(value: Any, depth: int, entries_left: int, text_left: int, s
         if _STR_CODE in codes:
             strings = values if codes.count(_STR_CODE) == len(codes) else [
                 *compress(values, codes.translate(_STR_ONLY_CODES))]
+            # Long strings count against the text budget before anything reads them: the search
+            # below reads at most the short ones and the budget.
+            if max(map(len, strings)) > _SHORT_TEXT:
+                text += sum(filter(_is_long, map(len, strings)))
+                if text > text_left:
+                    return entries + _LEVEL_COST * levels
             # One search for a whole string spelled as a JSON number among NUL-separated strings
-            # (a NUL inside one can only make it look numeric: then the reference walker writes it).
+            # (a NUL inside one can only make it look numeric: then the reference walker writes it;
+            # so can a number-like string over 400 characters, which the reference quotes).
             joined = "\x00" + "\x00".join(strings)
             first = _starts_like_number(joined)  # cheaper than the whole grammar at every string
             if first is not None and _number_between_nuls(joined, first.start()) is not None:
                 return entries + _LEVEL_COST * levels
-            # Long strings count against the text budget (only when the total is long enough).
-            if len(joined) > len(strings) + _SHORT_TEXT + 1 and max(map(len, strings)) > _SHORT_TEXT:
-                text += sum(filter(_is_long, map(len, strings)))
-                if text > text_left:
-                    return entries + _LEVEL_COST * levels
         if _FLOAT_CODE in codes:
             floats = [*compress(values, codes.translate(_FLOAT_ONLY_CODES))]
             if any(map(float.is_integer, floats)):

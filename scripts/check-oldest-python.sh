@@ -16,7 +16,8 @@ if [ -z "$python" ]; then
   echo "check-oldest-python.sh: no Python 3.10 found: skipped"
   exit 0
 fi
-if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
+if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ] || [ setup.py -nt "$venv/.installed" ] \
+    || [ otel_agentguard/_plain_check.c -nt "$venv/.installed" ]; then
   rm -rf "$venv"
   if ! { "$python" -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e .; }; then
     echo "check-oldest-python.sh: could not install the package for $python: skipped"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import re
 import sys
 from typing import Any
@@ -85,12 +86,20 @@ def _walks(value: Any, text_left: int | None = None) -> tuple[_Walk, _Walk]:
     return walk_fast, walk_reference
 
 
+def _skip_unless_compiled() -> None:
+    """Skips where the package was built without a C compiler; fails where ``make test`` found
+    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
+    if _plain_json._compiled_check is None:
+        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
+            pytest.fail("a C compiler is at hand but otel_agentguard._plain_check was not built")
+        pytest.skip("the package was built without a C compiler: the check runs in Python")
+
+
 @pytest.fixture(params=["compiled check", "check in Python"])
 def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The plain-JSON check compiled (when the package was built with a C compiler) or in Python."""
     if request.param == "compiled check":
-        if _plain_json._compiled_check is None:
-            pytest.skip("the package was built without a C compiler: the check runs in Python")
+        _skip_unless_compiled()
     else:
         monkeypatch.setattr(_plain_json, "_compiled_check", None)
     return str(request.param)
@@ -332,11 +341,98 @@ def test_the_number_pattern_matches_alike_without_possessive_quantifiers(text: s
     assert (found and found.span()) == (expected and expected.span())
 
 
+def _nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# --- the boundaries of the check, with either checker ------------------------------------------
+
+def _accepted(value: Any, entries_left: int = 50_000, text_left: int = 4 << 20, depth: int = 0) -> _plain_json.Plain | None:
+    found = _plain_json.check(value, depth, entries_left, text_left, frozenset())
+    return found if isinstance(found, _plain_json.Plain) else None
+
+
+@pytest.mark.parametrize("spelled", ["1e+5", "1E-3", "-0.5e-7", "0", "-12.5", "1e5"])
+def test_strings_spelled_as_numbers_with_signed_exponents_are_left_to_the_walker(checker: str, spelled: str) -> None:
+    assert _accepted([spelled]) is None
+    assert _accepted([spelled[:-1] + "x"]) is not None  # one character off: text
+
+
+def test_a_number_spelling_is_read_up_to_400_characters(checker: str) -> None:
+    assert _accepted(["9" * 400]) is None  # a number, as the reference writes it
+    # Past 400 the reference quotes it: the compiled check accepts it, the Python one leaves it
+    # to the walker; both lead to the reference's form.
+    assert checker == "check in Python" or _accepted(["9" * 401]) is not None
+    value = {"n": "9" * 401, "m": "9" * 400, **{str(i): i for i in range(8)}}
+    fast, reference = _both(value)
+    assert fast == reference
+
+
+def test_many_huge_digit_strings_get_the_reference_form(checker: str) -> None:
+    # 6,400 references to one 20 MB digit string: 128 GB if a check joined them, 128 GB of digits
+    # if it read each spelling in full. Both checks charge the text budget first and give up.
+    huge = "9" * 20_000_000
+    value = {str(i): [huge] * 8 for i in range(800)}
+    assert _accepted(value) is None
+    fast, reference = _both(value)
+    assert fast == reference
+
+
+def test_the_depth_bound_is_64_levels(checker: str) -> None:
+    assert _accepted(_nested(63)) is not None  # the innermost list at depth 63
+    assert _accepted(_nested(64)) is None
+    assert _accepted(_nested(62), depth=1) is not None
+    assert _accepted(_nested(63), depth=1) is None
+
+
+def test_the_value_budget_allows_exactly_what_is_left(checker: str) -> None:
+    plain = _accepted([0] * 50_000)
+    assert plain is not None and plain.entries == 50_000
+    assert _accepted([0] * 50_001) is None
+    for inner in ([0] * 9, {str(i): 0 for i in range(9)}):
+        assert _accepted([inner, 1], entries_left=11) is not None
+        assert _accepted([inner, 1], entries_left=10) is None
+    for size in (50_000, 50_001):
+        value = [0] * (size - 10) + [[0] * 9]  # the last ten values fill or overflow the budget
+        walk_fast, walk_reference = _walks(value)
+        assert (walk_fast.left, walk_fast.truncated) == (walk_reference.left, walk_reference.truncated)
+
+
+@pytest.mark.parametrize("others", [[], [1, 2.5]])
+def test_strings_over_256_characters_count_against_the_text_budget(checker: str, others: list[Any]) -> None:
+    short = _accepted(["x" * 256, *others])
+    assert short is not None and short.text == 0
+    long = _accepted(["x" * 257, *others])
+    assert long is not None and long.text == 257
+    assert _accepted(["x" * 257, *others], text_left=257) is not None
+    assert _accepted(["x" * 257, *others], text_left=256) is None
+    value = ["x" * 257, *others, *range(8)]
+    walk_fast, walk_reference = _walks(value, text_left=1000)
+    assert walk_fast.text_left == walk_reference.text_left == 1000 - 257
+
+
+def test_orjson_writes_floats_only_from_1e_minus_4_up(checker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_plain_json, "_orjson_agrees", True)  # what the check says, orjson or not
+    for writes, floats in ((True, [1e-4, 0.5, -1e-4, 1e15 + 0.5]), (False, [9.99e-5]),
+                           (False, [1.5e-5]), (False, [-1.5e-5]), (False, [math.inf]), (False, [math.nan])):
+        plain = _accepted(floats)
+        assert plain is not None and plain.orjson is writes, floats
+
+
 # --- the compiled check -------------------------------------------------------------------------
 
-compiled_only = pytest.mark.skipif(_plain_json._compiled_check is None,
-                                   reason="the package was built without a C compiler: the check runs in Python")
-text_without_nul = text.filter(lambda s: "\x00" not in s)
+
+
+@pytest.fixture
+def compiled_only() -> None:
+    _skip_unless_compiled()
+
+
+# (Without number-like strings over 400 characters too: the Python check leaves them to the walker.)
+text_without_nul = text.filter(lambda s: "\x00" not in s and not (len(s) > 400 and s[0] in "-0123456789"))
 str_keyed = st.recursive(
     st.none() | st.booleans() | integers | floats | text_without_nul,
     lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
@@ -345,7 +441,7 @@ str_keyed = st.recursive(
 )
 
 
-@compiled_only
+@pytest.mark.usefixtures("compiled_only")
 @PROPS
 @given(value=str_keyed, special=st.sampled_from([frozenset(), DEFAULT_NOISE_KEYS, frozenset({"urls", "a"})]),
        depth=st.sampled_from([0, 1, 60]), entries_left=st.sampled_from([50_000, 40, 8]),
@@ -369,14 +465,7 @@ def test_the_compiled_check_decides_as_the_python_check(value: Any, special: fro
         assert type(compiled) is int
 
 
-def _nested(levels: int) -> list[Any]:
-    value: list[Any] = []
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
-@compiled_only
+@pytest.mark.usefixtures("compiled_only")
 def test_the_compiled_check_bounds_its_work_on_hostile_values() -> None:
     looped: list[Any] = [None, None]
     looped[0] = looped[1] = looped  # 2**64 paths: the value budget ends the walk
@@ -405,7 +494,7 @@ class _Compared(str):
         return False
 
 
-@compiled_only
+@pytest.mark.usefixtures("compiled_only")
 def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_python() -> None:
     # Looking a key up among them could run their __eq__ (Python code, which could change the value
     # being read under the C walk): the compiled check gives up before reading anything.

@@ -1,5 +1,6 @@
 """The distribution carries its licence: LICENSE matches pyproject, and both the sdist and the
-wheel built from it contain the file (built for real with ``python -m build``)."""
+wheel built from it contain the file (built for real with ``python -m build``); the sdist carries
+the compiled check's source, the wheel its module."""
 
 from __future__ import annotations
 
@@ -61,6 +62,22 @@ def test_wheel_carries_the_license_and_says_so_in_its_metadata(built):
         metadata = archive.read(metadata_name).decode("utf-8")
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
     assert "License-File: LICENSE" in metadata.splitlines()
+
+
+def test_sdist_carries_the_compiled_checks_source_and_the_wheel_its_module_only(built):
+    [sdist] = built.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"setup.py", "otel_agentguard/_plain_check.c", "otel_agentguard/_plain_check.pyi"} <= names
+    [wheel] = built.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        packaged = [n for n in archive.namelist() if n.startswith("otel_agentguard/_plain_check")]
+    assert "otel_agentguard/_plain_check.pyi" in packaged
+    assert "otel_agentguard/_plain_check.c" not in packaged
+    modules = [n for n in packaged if n.endswith((".so", ".pyd"))]
+    if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":  # a C compiler was at hand
+        assert len(modules) == 1, packaged
+        assert "-none-any" not in wheel.name  # a wheel with a compiled module names its platform
 
 
 # --- a fresh install, as a new user makes it ------------------------------------------------------
