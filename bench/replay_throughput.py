@@ -93,12 +93,18 @@ def trace_file(spans: int) -> Path:
     return path
 
 
-def replay_seconds(path: Path) -> float:
+def replay(path: Path) -> tuple[float, float]:
+    """One run of the command line on ``path``: its wall time (s) and its peak RSS (MiB)."""
     env = {**os.environ, "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "otel_agentguard", "replay", "--format", "json", "--compact", str(path)],
-                   stdout=subprocess.DEVNULL, check=True, env=env)
-    return time.perf_counter() - start
+    child = subprocess.Popen([sys.executable, "-m", "otel_agentguard", "replay", "--format", "json", "--compact",
+                              str(path)], stdout=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(child.pid, 0)  # this child's own resource usage
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
+    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
 def run(report: Report, repeats: int, quick: bool, spans: int) -> None:
@@ -106,10 +112,13 @@ def run(report: Report, repeats: int, quick: bool, spans: int) -> None:
     size = path.stat().st_size
     progress(f"replay: {spans:,} spans ({size / 2**20:.0f} MiB), {repeats} repeats")
     rates = []
+    peaks = []
     for index in range(repeats):
-        seconds = replay_seconds(path)
+        seconds, peak = replay(path)
         rates.append(spans / seconds)
-        progress(f"replay: repeat {index + 1}: {seconds:.1f} s, {rates[-1]:,.0f} spans/s")
+        peaks.append(peak)
+        progress(f"replay: repeat {index + 1}: {seconds:.1f} s, {rates[-1]:,.0f} spans/s, peak RSS {peak:,.0f} MiB")
     report.add("5 replay", f"agentguard replay, {spans:,} spans ({size / 2**20:.{0 if size >= 2**20 else 1}f} MiB), "
                "one core", rates,
                "spans/s", ">= 50,000", lambda m: m >= 50_000)
+    report.add("5 replay", "  the same: peak RSS of the replay", peaks, "MiB")

@@ -336,3 +336,22 @@ def test_any_file_reads_alike(tmp_path, monkeypatch, documents, ascii_only):
     path = _write_lines(tmp_path / "t.jsonl", documents, ascii_only)
     _same_either_way(path, monkeypatch)
     _same_attributes(path)
+
+
+def test_a_lines_repeated_strings_are_kept_once():
+    # A replay keeps every step's attributes to the end: the ids, names and keys its spans repeat are
+    # one string each, not one per span (the decoder makes a new string at every occurrence).
+    spans = [_tool(f"b7ad6b716920333{i}", parentSpanId="a1b2c3d4e5f60718") for i in range(3)]
+    read = read_line(json.dumps(_document(spans)).encode(), "t")
+    assert read is not None and len(read) == 3
+    first, *others = read
+    for other in others:
+        for index in (2, 3, 5):  # name, trace id, parent span id
+            assert other[index] == first[index] and other[index] is first[index]
+        for key in (A.GEN_AI_OPERATION_NAME, A.GEN_AI_CONVERSATION_ID, A.GEN_AI_TOOL_NAME):
+            assert other[1][key] is first[1][key]
+    for key in first[1]:
+        assert key is otlp.SHARED_READ_KEYS[key]
+    assert first[1] == decode_read_attributes(spans[0]["attributes"])
+    shared_keys = [key for key in decode_read_attributes(spans[0]["attributes"]) if key in otlp.READ_KEYS]
+    assert shared_keys and all(key is otlp.SHARED_READ_KEYS[key] for key in shared_keys)

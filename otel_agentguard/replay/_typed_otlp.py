@@ -101,19 +101,25 @@ def read_line(line: bytes, path: str) -> list[ReadSpan] | None:
             # events, its resource): the whole line is checked as the standard library reads it.
             line.decode("utf-8", "surrogatepass")
         request = _decode(line)
-        return [_read_span(span, path) for resource in request.resourceSpans or ()
+        shared: dict[str, str] = {}
+        return [_read_span(span, path, shared) for resource in request.resourceSpans or ()
                 for scope in resource.scopeSpans or () for span in scope.spans or ()]
     except _LEFT_TO_THE_REFERENCE:
         return None
 
 
-def _read_span(span: _Span, path: str) -> ReadSpan:
-    attrs = _attributes(span.attributes)
+def _read_span(span: _Span, path: str, shared: dict[str, str]) -> ReadSpan:
+    """``shared``: the strings of this line kept once (the decoder makes a string per occurrence,
+    and a replay keeps what it reads to the end: a trace's spans share their trace and parent ids,
+    a session's spans its id and tool names)."""
+    attrs = _attributes(span.attributes, shared)
     span_id = span.spanId or ""
     parent_id = span.parentSpanId or ""
     trace_id = span.traceId or ""
     if type(span_id) is not str or type(parent_id) is not str or type(trace_id) is not str:
         raise _Unusual
+    trace_id = shared.setdefault(trace_id, trace_id)
+    parent_id = shared.setdefault(parent_id, parent_id)
     if not span_id or not trace_id:
         raise _Unusual
     start_ns = int(span.startTimeUnixNano or 0)
@@ -129,22 +135,28 @@ def _read_span(span: _Span, path: str) -> ReadSpan:
         if not counts_in_range(attrs):
             raise _Unusual
         name = span.name or ""
-        if type(name) is not str:
-            name = str(name)
+        name = shared.setdefault(name, name) if type(name) is str else str(name)
     session_id, run = session_facts(attrs, path, start_ns, end_ns, error)
     return kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run
 
 
-def _attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
-    """As :func:`otlp.decode_read_attributes` decodes them (every value checked, the read ones kept)."""
+def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[str, Any]:
+    """As :func:`otlp.decode_read_attributes` decodes them (every value checked, the read ones kept);
+    the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once."""
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
-    read_keys = otlp.READ_KEYS
+    shared_keys = otlp.SHARED_READ_KEYS
+    repeated_value_keys = otlp.REPEATED_VALUE_KEYS
     is_read_key = otlp.is_read_key
     for item in items:
         key = item.key
-        wanted = key in read_keys or is_read_key(key)
+        canonical = shared_keys.get(key)  # (a str: the record's type says so)
+        if canonical is not None:
+            key = canonical  # kept instead of the decoder's copy
+            wanted = True
+        else:
+            wanted = is_read_key(key)
         value = item.value
         if value is None:
             if wanted:
@@ -155,6 +167,8 @@ def _attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
         inner = value.stringValue
         if inner is not UNSET:
             if wanted:
+                if key in repeated_value_keys and type(inner) is str:
+                    inner = shared.setdefault(inner, inner)
                 decoded[key] = inner
             continue
         inner = value.intValue

@@ -123,6 +123,17 @@ READ_KEYS = frozenset({
     A.GEN_AI_INPUT_MESSAGES, A.FINAL_CLAIMS, A.FINAL_CLAIM_RULE, A.FINAL_CLAIM_CLAUSE, A.OUTPUT_REPETITION,
     "ai.response.text", *_COUNT_ATTRIBUTES,
 })
+# Each read key as one shared string: a decoder makes a new string for every key of every span,
+# and a replay keeps the attributes of every step until the end (about 0.6 KB a span).
+SHARED_READ_KEYS: dict[str, str] = {key: key for key in READ_KEYS}
+# Read keys whose values repeat across a trace's spans (a few names, the session's id): a reader
+# may keep each such value once.
+REPEATED_VALUE_KEYS = frozenset({
+    A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID,
+    A.PROFILE, A.TASK_TYPE, A.GEN_AI_TOOL_NAME, A.TOOL_EFFECT, A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL,
+    "traceloop.span.kind", "openinference.span.kind", "llm.request.type", "traceloop.entity.name", "tool.name",
+    "ai.toolCall.name", "llm.model_name", "ai.operationId",
+})
 # Messages flattened into numbered keys (OpenInference, OpenLLMetry before the conventions).
 READ_KEY_PREFIXES = ("llm.output_messages.", "llm.input_messages.", "gen_ai.completion.", "gen_ai.prompt.")
 
@@ -136,7 +147,12 @@ def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[st
     for item in items:
         key = item["key"]
         value = item.get("value")
-        wanted = key in READ_KEYS or is_read_key(key)
+        shared = SHARED_READ_KEYS.get(key) if type(key) is str else None
+        if shared is not None:
+            key = shared
+            wanted = True
+        else:
+            wanted = is_read_key(key)
         if type(value) is dict and len(value) == 1:  # the usual shape: one typed member, decoded inline
             if "stringValue" in value:  # most attributes are strings: nothing to check
                 if wanted:
