@@ -17,8 +17,10 @@ FOREIGN_VENV ?= .venv-foreign
 CAN_BUILD_C := $(shell command -v $${CC:-cc} >/dev/null 2>&1 && $(PYTHON) -c "import os, sysconfig; \
 	raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	>/dev/null 2>&1 && echo 1)
-# An editable install builds the compiled module in place: rebuilt when its source changes.
+# An editable install builds the compiled module in place: rebuilt when its source changes. Its
+# build is optional, and a failed one leaves the module built before: that is removed first.
 COMPILED_SOURCES := setup.py otel_agentguard/_plain_check.c
+remove_built_module = rm -f otel_agentguard/_plain_check$$($(1) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
 # Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
 # So does the package failing on the oldest Python it supports (3.10), when one is installed here.
@@ -32,6 +34,7 @@ test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
 
 $(FOREIGN_VENV)/.installed: pyproject.toml $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(FOREIGN_VENV)
+	$(call remove_built_module,$(FOREIGN_VENV)/bin/python)
 	$(FOREIGN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-foreign]'
 	touch $@
 
@@ -39,6 +42,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed-%: pyproject.toml $(COMPILED_SOURCES) | $(BIN)/python
+	$(call remove_built_module,$(BIN)/python)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[$*]'
 	touch $@
 
@@ -52,8 +56,9 @@ bench: $(BENCH_VENV)/.installed
 
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt $(COMPILED_SOURCES)
 	$(PYTHON) -m venv $(BENCH_VENV)
+	$(call remove_built_module,$(BENCH_VENV)/bin/python)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --quiet --disable-pip-version-check -e '.[serve]' -r bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache otel_agentguard/*.so
+	rm -rf $(VENV) $(FOREIGN_VENV) $(BENCH_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache otel_agentguard/*.so

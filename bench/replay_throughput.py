@@ -104,7 +104,7 @@ def replay(path: Path) -> tuple[float, float]:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise subprocess.CalledProcessError(child.returncode, child.args)
-    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    return seconds, usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)  # bytes there, KiB on Linux
 
 
 def run(report: Report, repeats: int, quick: bool, spans: int) -> None:

@@ -220,10 +220,23 @@ all_exact_str(PyObject *set)
     return all;
 }
 
-/* The last set of noise keys found to hold exact strs only. A frozenset cannot change, and the
- * reference held here keeps its address from being reused: the package passes one set per
- * fingerprinter, so the members are looked at once, not at every call. */
-static PyObject *verified_special = NULL;
+/* Sets of noise keys found to hold exact strs only (the package passes one per tool's
+ * fingerprinter): their members are looked at once, not at every call. A frozenset cannot
+ * change, and the references held here keep their addresses from being reused. */
+#define VERIFIED_SLOTS 16
+static PyObject *verified[VERIFIED_SLOTS];
+static int next_slot = 0;
+
+static int
+is_verified(PyObject *set)
+{
+    for (int i = 0; i < VERIFIED_SLOTS; i++) {
+        if (verified[i] == set) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 PyDoc_STRVAR(check_doc,
 "check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
@@ -258,22 +271,26 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (depth >= MAX_DEPTH || !(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
         return PyLong_FromLong(LEVEL_COST);
     }
-    if (PySet_GET_SIZE(special) && special != verified_special) {
+    /* A set the cache lets go of is released after the walk: freeing it may run a weakref's
+     * callback, Python code. */
+    PyObject *released = NULL;
+    if (PySet_GET_SIZE(special) && !is_verified(special)) {
         if (!all_exact_str(special)) {
             /* Looking a key up among them could compare it through a subclass's __eq__, Python
              * code that might change what is being read: the Python check reads such values. */
             return PyLong_FromLong(LEVEL_COST);
         }
-        PyObject *previous = verified_special; /* exact strs only: freeing it runs no Python code */
         Py_INCREF(special);
-        verified_special = special;
-        Py_XDECREF(previous);
+        released = verified[next_slot];
+        verified[next_slot] = special;
+        next_slot = (next_slot + 1) % VERIFIED_SLOTS;
     }
     Walk w = {0, entries_left, 0, text_left, PySet_GET_SIZE(special) ? special : NULL, orjson_ok};
-    if (check_container(&w, value, depth)) {
-        return PyLong_FromSsize_t(w.entries + LEVEL_COST);
-    }
-    return Py_BuildValue("nnO", w.entries, w.text, w.orjson_ok ? Py_True : Py_False);
+    PyObject *result = check_container(&w, value, depth)
+        ? PyLong_FromSsize_t(w.entries + LEVEL_COST)
+        : Py_BuildValue("nnO", w.entries, w.text, w.orjson_ok ? Py_True : Py_False);
+    Py_XDECREF(released);
+    return result;
 }
 
 static PyMethodDef methods[] = {

@@ -19,6 +19,8 @@ fi
 if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ] || [ setup.py -nt "$venv/.installed" ] \
     || [ otel_agentguard/_plain_check.c -nt "$venv/.installed" ]; then
   rm -rf "$venv"
+  # The compiled module is built in place; a failed (optional) build would leave the one before.
+  rm -f "otel_agentguard/_plain_check$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
   if ! { "$python" -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e .; }; then
     echo "check-oldest-python.sh: could not install the package for $python: skipped"
     exit 0

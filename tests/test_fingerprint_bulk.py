@@ -9,6 +9,7 @@ import math
 import os
 import re
 import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -485,6 +486,26 @@ def test_the_compiled_check_bounds_its_work_on_hostile_values() -> None:
         _plain_json._compiled_check([], -1, 50_000, 4 << 20, frozenset(), True)
 
 
+@pytest.mark.usefixtures("compiled_only")
+def test_the_compiled_check_remembers_verified_noise_key_sets_without_confusing_them() -> None:
+    # Forty sets in turn (more than it remembers), each twice: every answer is that set's own.
+    sets = [frozenset({f"noise{i}"}) for i in range(40)]
+    for _ in range(2):
+        for i, special in enumerate(sets):
+            assert type(_plain_json._compiled_check([{f"noise{i}": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int
+            assert type(_plain_json._compiled_check([{"kept": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is tuple
+    # A set it lets go of is released after its walk: a weakref callback then finds the walk done.
+    seen: list[bool] = []
+    value = [{"kept": 1}] * 9
+    doomed = frozenset({"doomed"})
+    ref = weakref.ref(doomed, lambda _: seen.append(True))
+    _plain_json._compiled_check(value, 0, 50_000, 4 << 20, doomed, True)
+    del doomed
+    for special in sets[:16]:  # pushes it out of what is remembered
+        assert type(_plain_json._compiled_check(value, 0, 50_000, 4 << 20, special, True)) is tuple
+    assert ref() is None and seen == [True]
+
+
 class _Compared(str):
     comparisons: list[object] = []
     __hash__ = str.__hash__
@@ -498,6 +519,8 @@ class _Compared(str):
 def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_python() -> None:
     # Looking a key up among them could run their __eq__ (Python code, which could change the value
     # being read under the C walk): the compiled check gives up before reading anything.
+    exact = frozenset({"a", "b"})  # verified once and remembered: another set is looked at afresh
+    assert type(_plain_json._compiled_check([{"c": 1}] * 9, 0, 50_000, 4 << 20, exact, True)) is tuple
     special = frozenset({_Compared("a"), "b"})
     _Compared.comparisons.clear()
     assert type(_plain_json._compiled_check([{"a": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int

@@ -77,7 +77,6 @@ def test_sdist_carries_the_compiled_checks_source_and_the_wheel_its_module_only(
     modules = [n for n in packaged if n.endswith((".so", ".pyd"))]
     if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":  # a C compiler was at hand
         assert len(modules) == 1, packaged
-        assert "-none-any" not in wheel.name  # a wheel with a compiled module names its platform
 
 
 # --- a fresh install, as a new user makes it ------------------------------------------------------

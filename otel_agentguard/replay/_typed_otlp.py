@@ -151,9 +151,8 @@ def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[s
     is_read_key = otlp.is_read_key
     for item in items:
         key = item.key
-        canonical = shared_keys.get(key)  # (a str: the record's type says so)
-        if canonical is not None:
-            key = canonical  # kept instead of the decoder's copy
+        if key in shared_keys:  # (a str: the record's type says so)
+            key = shared_keys[key]  # kept instead of the decoder's copy
             wanted = True
         else:
             wanted = is_read_key(key)
