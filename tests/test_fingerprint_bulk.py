@@ -426,7 +426,6 @@ def test_orjson_writes_floats_only_from_1e_minus_4_up(checker: str, monkeypatch:
 # --- the compiled check -------------------------------------------------------------------------
 
 
-
 @pytest.fixture
 def compiled_only() -> None:
     _skip_unless_compiled()
@@ -494,7 +493,7 @@ def test_the_compiled_check_remembers_verified_noise_key_sets_without_confusing_
         for i, special in enumerate(sets):
             assert type(_plain_json._compiled_check([{f"noise{i}": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int
             assert type(_plain_json._compiled_check([{"kept": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is tuple
-    # A set it lets go of is released after its walk: a weakref callback then finds the walk done.
+    # A set it has let go of is released (it holds no reference that would keep it alive).
     seen: list[bool] = []
     value = [{"kept": 1}] * 9
     doomed = frozenset({"doomed"})
