@@ -32,17 +32,17 @@ def _per_call_us(fn: Callable[[], Any], calls: int) -> Callable[[], float]:
     return measure
 
 
-def _without(measure: Callable[[], float], *, compiled_check: bool) -> Callable[[], float]:
-    """``measure`` without orjson and, unless ``compiled_check``, without the compiled check."""
+def _without(measure: Callable[[], float], *, compiled: bool) -> Callable[[], float]:
+    """``measure`` without orjson and, unless ``compiled``, without the compiled check and writer."""
     def measured() -> float:
-        saved = _plain_json._orjson_agrees, _plain_json._compiled_check
+        saved = _plain_json._orjson_agrees, _plain_json._compiled_check, _plain_json._compiled_write
         _plain_json._orjson_agrees = False
-        if not compiled_check:
-            _plain_json._compiled_check = None
+        if not compiled:
+            _plain_json._compiled_check = _plain_json._compiled_write = None
         try:
             return measure()
         finally:
-            _plain_json._orjson_agrees, _plain_json._compiled_check = saved
+            _plain_json._orjson_agrees, _plain_json._compiled_check, _plain_json._compiled_write = saved
 
     return measured
 
@@ -66,21 +66,21 @@ def run(report: Report, repeats: int, quick: bool) -> None:
         with_orjson = _plain_json._orjson_agrees
         compiled = _plain_json._compiled_check is not None
         if with_orjson:
-            variants["stdlib"] = _without(_per_call_us(ours, calls), compiled_check=True)
+            variants["stdlib"] = _without(_per_call_us(ours, calls), compiled=True)
         if compiled:
-            variants["python"] = _without(_per_call_us(ours, calls), compiled_check=False)
+            variants["python"] = _without(_per_call_us(ours, calls), compiled=False)
         samples = interleave(variants, repeats)
         target = TARGETS_US.get(name)
         label = "agentguard with orjson" if with_orjson else "agentguard (no orjson)"
         if not compiled:
-            label += ", check in Python (not compiled)"
+            label += ", in Python (not compiled)"
         report.add("2 fingerprint", f"{name} ({size} B): {label}", samples["ours"], "us",
                    f"<= {target:g} us" if target else "", (lambda m, t=target: m <= t) if target else None)
         if with_orjson:
             report.add("2 fingerprint", f"{name}: agentguard without orjson", samples["stdlib"], "us",
                        f"<= {target:g} us" if target else "", (lambda m, t=target: m <= t) if target else None)
         if compiled:
-            report.add("2 fingerprint", f"{name}: agentguard in pure Python (no orjson, check not compiled)",
+            report.add("2 fingerprint", f"{name}: agentguard in pure Python (no orjson, nothing compiled)",
                        samples["python"], "us")
         report.add("2 fingerprint", f"{name}: naive json.dumps+sha256", samples["naive"], "us")
         report.add("2 fingerprint", f"{name}: agentguard / naive", per_repeat(samples["ours"], samples["naive"],

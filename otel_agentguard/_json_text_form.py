@@ -6,7 +6,9 @@ None, no cycles. Written back with sorted keys it is the canonical form unless
 it holds something the canonical form writes differently, and each of those
 shows in orjson's output, where an unescaped quote only ever delimits a string:
 
-* a string spelled as a JSON number (the form writes the number): ``"42"``;
+* a string value spelled as a JSON number, which the form writes as the number
+  (``"42"`` as ``42``): rewritten here, string token by string token, with the
+  reference's own conversion;
 * a float the form writes otherwise: integral (``1.0`` is ``1``) or with an
   exponent or below ``1e-4`` (where orjson and ``repr`` spell it differently;
   an integer beyond 64 bits, which orjson reads as a float, is one of those);
@@ -14,8 +16,8 @@ shows in orjson's output, where an unescaped quote only ever delimits a string:
 * nesting that may reach the walk's depth bound (counted loosely: brackets in
   strings count too).
 
-Any of these (or a false alarm from text inside a string) returns None and
-the reference walker writes the form. Only short texts come here, far inside
+Any of the others (or a false alarm from text inside a string) returns None
+and the reference walker writes the form. Only short texts come here, far inside
 the walk's value and text budgets.
 """
 
@@ -25,6 +27,7 @@ import re
 from typing import Any
 
 from otel_agentguard import _plain_json
+from otel_agentguard.fingerprint import numeric_string_text
 
 try:
     import orjson as _orjson
@@ -32,6 +35,10 @@ except ImportError:  # optional: without it every form is the walker's
     _orjson = None  # type: ignore[assignment]  # checked before use
 
 _NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"').search
+# Every string token of orjson's output, in turn (outside strings there are no quotes; inside,
+# a quote is escaped), and the colon that makes it a key.
+_STRING_TOKEN = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(:?)', re.DOTALL)
+_NUMBER_START = frozenset(b"-0123456789")
 # Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
 _FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
 _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
@@ -64,15 +71,25 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
     # (``find``, not ``in``: ``bytes in bytes`` first tries its needle as an int, and formats
     # the error that raises.)
     look = form.translate(_FIRST_LOOK)
-    if look.find(b'"0') != -1 and _NUMERIC_STRING(form) is not None:
-        return None
     if (look.find(b"0.") != -1 or look.find(b"0e") != -1) and _FLOAT_WRITTEN_OTHERWISE(form) is not None:
         return None
+    if look.find(b'"0') != -1 and _NUMERIC_STRING(form) is not None:
+        form = _STRING_TOKEN.sub(_as_the_form_writes_it, form)
     if len(form) > 2 * _MAX_BRACKETS and form.count(b"[") + form.count(b"{") > _MAX_BRACKETS:
         return None
     if special_keys and _special_key_pattern(special_keys)(form) is not None:
         return None
     return form, value
+
+
+def _as_the_form_writes_it(token: re.Match[bytes]) -> bytes:
+    """A string token of orjson's output as the canonical form writes it: a value spelled as a
+    JSON number as that number (keys stay strings)."""
+    content, colon = token.group(1), token.group(2)
+    if colon or not content or content[0] not in _NUMBER_START:
+        return token.group(0)
+    number = numeric_string_text(content.decode("utf-8"))
+    return token.group(0) if number is None else number.encode("ascii")
 
 
 def _special_key_pattern(keys: frozenset[str]) -> Any:

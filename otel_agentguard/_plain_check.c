@@ -1,4 +1,5 @@
-/* The plain-JSON check of otel_agentguard._plain_json, compiled (optional).
+/* The plain-JSON check of otel_agentguard._plain_json, compiled (optional), and a writer of
+ * the canonical form of the values it accepts (below the check).
  *
  * It answers what _plain_json.check() answers, in one C walk instead of a few
  * Python-level passes per nesting level: whether an encoder writes the canonical
@@ -238,6 +239,312 @@ is_verified(PyObject *set)
     return 0;
 }
 
+/* --- the writer ------------------------------------------------------------------------------
+ *
+ * write() writes what the standard library's encoder writes for the values check() accepts
+ * (json.dumps with sort_keys, compact separators, ensure_ascii off and NaN allowed: the
+ * canonical form of such a value), several times faster. It reads the same exact builtins
+ * through borrowed references and runs no Python code (it allocates only strs and its buffer),
+ * and gives up (None) on anything else, or deeper than the depth bound: the caller then has
+ * the standard library write it. */
+
+typedef struct {
+    char *data;
+    Py_ssize_t length;
+    Py_ssize_t capacity;
+} Buffer;
+
+static int
+reserve(Buffer *b, Py_ssize_t more)
+{
+    if (b->length + more <= b->capacity) {
+        return 0;
+    }
+    Py_ssize_t capacity = b->capacity ? b->capacity : 256;
+    while (capacity < b->length + more) {
+        if (capacity > PY_SSIZE_T_MAX / 2) {
+            return -1;
+        }
+        capacity *= 2;
+    }
+    char *data = PyMem_Realloc(b->data, (size_t)capacity);
+    if (data == NULL) {
+        return -1;
+    }
+    b->data = data;
+    b->capacity = capacity;
+    return 0;
+}
+
+static int
+put(Buffer *b, const char *text, Py_ssize_t n)
+{
+    if (reserve(b, n) < 0) {
+        return -1;
+    }
+    memcpy(b->data + b->length, text, (size_t)n);
+    b->length += n;
+    return 0;
+}
+
+/* A string as JSON (the escapes of json.encoder.encode_basestring), in UTF-8; a lone surrogate
+ * in the three bytes "surrogatepass" gives it, so that decoding the whole gives it back. */
+static int
+put_str(Buffer *b, PyObject *s)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0) {
+        return -1;
+    }
+#endif
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) { /* most strings: copied as they are unless one needs an escape */
+        const Py_UCS1 *ascii = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t i = 0;
+        while (i < n && ascii[i] >= 0x20 && ascii[i] != '"' && ascii[i] != '\\') {
+            i++;
+        }
+        if (i == n) {
+            if (reserve(b, n + 2) < 0) {
+                return -1;
+            }
+            b->data[b->length] = '"';
+            memcpy(b->data + b->length + 1, ascii, (size_t)n);
+            b->data[b->length + n + 1] = '"';
+            b->length += n + 2;
+            return 0;
+        }
+    }
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t size = 2; /* what it takes, written below */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        size += c >= 0x20 ? (c < 0x80 ? 1 + (c == '"' || c == '\\') : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4)
+            : (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') ? 2 : 6;
+    }
+    if (reserve(b, size) < 0) {
+        return -1;
+    }
+    char *out = b->data + b->length;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x20 && c < 0x80) {
+            if (c == '"' || c == '\\') {
+                *out++ = '\\';
+            }
+            *out++ = (char)c;
+        }
+        else if (c < 0x20) {
+            *out++ = '\\';
+            switch (c) {
+            case '\b': *out++ = 'b'; break;
+            case '\f': *out++ = 'f'; break;
+            case '\n': *out++ = 'n'; break;
+            case '\r': *out++ = 'r'; break;
+            case '\t': *out++ = 't'; break;
+            default:
+                *out++ = 'u';
+                *out++ = '0';
+                *out++ = '0';
+                *out++ = "0123456789abcdef"[c >> 4];
+                *out++ = "0123456789abcdef"[c & 0xf];
+            }
+        }
+        else if (c < 0x800) {
+            *out++ = (char)(0xc0 | (c >> 6));
+            *out++ = (char)(0x80 | (c & 0x3f));
+        }
+        else if (c < 0x10000) {
+            *out++ = (char)(0xe0 | (c >> 12));
+            *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
+            *out++ = (char)(0x80 | (c & 0x3f));
+        }
+        else {
+            *out++ = (char)(0xf0 | (c >> 18));
+            *out++ = (char)(0x80 | ((c >> 12) & 0x3f));
+            *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
+            *out++ = (char)(0x80 | (c & 0x3f));
+        }
+    }
+    *out++ = '"';
+    b->length = out - b->data;
+    return 0;
+}
+
+/* -1: an error is set; 1: not the writer's to write (no error set); 0: written. */
+static int write_value(Buffer *b, PyObject *v, long depth);
+
+typedef struct {
+    PyObject *key;
+    PyObject *value;
+} Item;
+
+static int
+by_key(const void *left, const void *right)
+{
+    /* Exact strs, each key once: the comparison cannot fail and is never 0. */
+    return PyUnicode_Compare(((const Item *)left)->key, ((const Item *)right)->key);
+}
+
+static int
+write_dict(Buffer *b, PyObject *d, long depth)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(d);
+    if (n == 0) {
+        return put(b, "{}", 2);
+    }
+    Item *items = PyMem_Malloc((size_t)n * sizeof(Item));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (i < n && PyDict_Next(d, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            PyMem_Free(items);
+            return 1;
+        }
+        items[i].key = key;
+        items[i].value = value;
+        i++;
+    }
+    qsort(items, (size_t)i, sizeof(Item), by_key);
+    int status = put(b, "{", 1);
+    for (Py_ssize_t k = 0; status == 0 && k < i; k++) {
+        if (k) {
+            status = put(b, ",", 1);
+        }
+        if (status == 0) {
+            status = put_str(b, items[k].key);
+        }
+        if (status == 0) {
+            status = put(b, ":", 1);
+        }
+        if (status == 0) {
+            status = write_value(b, items[k].value, depth + 1);
+        }
+    }
+    PyMem_Free(items);
+    return status ? status : put(b, "}", 1);
+}
+
+static int
+write_sequence(Buffer *b, PyObject *c, long depth)
+{
+    int is_list = PyList_CheckExact(c);
+    int status = put(b, "[", 1);
+    for (Py_ssize_t i = 0; status == 0 && i < (is_list ? PyList_GET_SIZE(c) : PyTuple_GET_SIZE(c)); i++) {
+        if (i) {
+            status = put(b, ",", 1);
+        }
+        if (status == 0) {
+            status = write_value(b, is_list ? PyList_GET_ITEM(c, i) : PyTuple_GET_ITEM(c, i), depth + 1);
+        }
+    }
+    return status ? status : put(b, "]", 1);
+}
+
+static int
+write_int(Buffer *b, PyObject *v)
+{
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (!overflow) {
+        char text[32];
+        int n = snprintf(text, sizeof text, "%lld", small);
+        return put(b, text, n);
+    }
+    PyObject *digits = PyObject_Str(v); /* raises beyond int->str's limit, as the encoder does */
+    if (digits == NULL) {
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(digits, &n);
+    int status = text == NULL ? -1 : put(b, text, n);
+    Py_DECREF(digits);
+    return status;
+}
+
+static int
+write_float(Buffer *b, double d)
+{
+    if (isnan(d)) {
+        return put(b, "NaN", 3);
+    }
+    if (isinf(d)) {
+        return d > 0 ? put(b, "Infinity", 8) : put(b, "-Infinity", 9);
+    }
+    char *text = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float's repr */
+    if (text == NULL) {
+        return -1;
+    }
+    int status = put(b, text, (Py_ssize_t)strlen(text));
+    PyMem_Free(text);
+    return status;
+}
+
+static int
+write_value(Buffer *b, PyObject *v, long depth)
+{
+    if (depth > MAX_DEPTH) {
+        return 1;
+    }
+    if (PyUnicode_CheckExact(v)) {
+        return put_str(b, v);
+    }
+    if (v == Py_None) {
+        return put(b, "null", 4);
+    }
+    if (v == Py_True) {
+        return put(b, "true", 4);
+    }
+    if (v == Py_False) {
+        return put(b, "false", 5);
+    }
+    if (PyLong_CheckExact(v)) {
+        return write_int(b, v);
+    }
+    if (PyFloat_CheckExact(v)) {
+        return write_float(b, PyFloat_AS_DOUBLE(v));
+    }
+    if (PyDict_CheckExact(v)) {
+        return write_dict(b, v, depth);
+    }
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        return write_sequence(b, v, depth);
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(write_doc,
+"write(value, /)\n"
+"--\n\n"
+"What the standard library's encoder writes for a value check() accepted (sorted keys, compact,\n"
+"no ASCII escapes, NaN allowed): its canonical form. None for a value of any other type, or\n"
+"nested deeper than the depth bound; ValueError for an int beyond int->str's limit.");
+
+static PyObject *
+write_form(PyObject *module, PyObject *value)
+{
+    Buffer b = {NULL, 0, 0};
+    int status = write_value(&b, value, 0);
+    PyObject *result = NULL;
+    if (status == 0) {
+        result = PyUnicode_DecodeUTF8(b.data, b.length, "surrogatepass");
+    }
+    else if (status == 1) {
+        result = Py_NewRef(Py_None);
+    }
+    else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(b.data);
+    return result;
+}
+
 PyDoc_STRVAR(check_doc,
 "check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
 "--\n\n"
@@ -295,12 +602,13 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, check_doc},
+    {"write", (PyCFunction)write_form, METH_O, write_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "otel_agentguard._plain_check",
-    "The plain-JSON check of otel_agentguard._plain_json, compiled (optional).", -1, methods,
+    "The plain-JSON check of otel_agentguard._plain_json and its writer, compiled (optional).", -1, methods,
 };
 
 PyMODINIT_FUNC

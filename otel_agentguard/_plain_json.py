@@ -6,8 +6,8 @@ A value qualifies when every container in it is an exact ``dict`` (with exact
 what the encoder writes anyway: no string value spelled as a JSON number
 (those become numbers), no integral float (written as an integer), no noise
 or unordered key, and everything within the walk's budgets. Then
-``orjson.dumps(OPT_SORT_KEYS)`` (when installed) or the standard library's C
-encoder writes exactly the canonical form, byte for byte; anything else
+``orjson.dumps(OPT_SORT_KEYS)`` (when installed), the compiled writer or the
+standard library's C encoder writes exactly the canonical form, byte for byte; anything else
 returns ``None`` and the reference walker in :mod:`otel_agentguard.fingerprint`
 writes it.
 
@@ -21,7 +21,9 @@ among them are picked out through masks translated from it. Built with a C
 compiler at hand, the package also has the check compiled
 (``_plain_check.c``): one C walk over the same exact builtins that runs no
 Python code at all, five to ten times faster on large values; this module's
-Python check stays the reference, and the tests run both.
+Python check stays the reference, and the tests run both. The same module
+writes the form where orjson is not installed: what the standard library's
+encoder writes, 2.5 to 3 times faster (the tests compare the two).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ except ImportError:  # optional: the standard library's encoder is used
     _orjson = None  # type: ignore[assignment]  # checked before use
 _CompiledCheck = Callable[[Any, int, int, int, frozenset[str], bool], "int | tuple[int, int, bool]"]
 _compiled_check: _CompiledCheck | None
+_compiled_write: Callable[[Any], str | None] | None
 try:
     from otel_agentguard._plain_check import check as _compiled_check
-except ImportError:  # built without a C compiler: the check runs in Python
-    _compiled_check = None
+    from otel_agentguard._plain_check import write as _compiled_write
+except ImportError:  # built without a C compiler: the check runs in Python, the encoders write
+    _compiled_check = _compiled_write = None
 
 _MAX_DEPTH = 64
 _LEVEL_COST = 64  # a level checked costs about as much as this many values
@@ -236,11 +240,17 @@ def encode(value: Any, plain: Plain) -> str | None:
             return _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS).decode()
         except TypeError:  # orjson.JSONEncodeError is a TypeError
             pass
-    if plain.stdlib and _stdlib_encode is not None:
-        try:
+    if not plain.stdlib:
+        return None
+    try:
+        if _compiled_write is not None:  # what the standard library's encoder writes, faster
+            written = _compiled_write(value)
+            if written is not None:
+                return written
+        if _stdlib_encode is not None:
             return "".join(_stdlib_encode(value, 0))
-        except ValueError:  # an integer with more digits than int->str allows
-            return None
+    except ValueError:  # an integer with more digits than int->str allows
+        return None
     return None
 
 

@@ -172,8 +172,9 @@ def _int_text(value: int) -> str:
         return hex(value)
 
 
-def _numeric_string(text: str) -> str | None:
-    """Canonical number text when ``text`` is spelled as a JSON number."""
+def numeric_string_text(text: str) -> str | None:
+    """Canonical number text when ``text`` is spelled as a JSON number (how the form writes
+    such a string value), else None."""
     if not text or text[0] not in _NUMBER_START or len(text) > 400:
         return None
     match = _NUMBER.fullmatch(text)
@@ -220,7 +221,7 @@ _first_item = operator.itemgetter(0)
 def _str_text(value: str) -> str:
     """A string: its number text when it is spelled as a JSON number, else JSON-quoted."""
     if value and value[0] in _NUMBER_START:
-        number = _numeric_string(value)
+        number = numeric_string_text(value)
         if number is not None:
             return number
     return _quote(value)
@@ -326,7 +327,10 @@ class _Canonicalizer:
             if kind is str:
                 if len(item) > _SHORT_TEXT:
                     return None
-                text = (_numeric_string(item) or _quote(item)) if item and item[0] in _NUMBER_START else _quote(item)
+                if item and item[0] in _NUMBER_START:
+                    text = numeric_string_text(item) or _quote(item)
+                else:
+                    text = _quote(item)
             elif kind is int:
                 text = _int_text(item)
             elif kind is float:
@@ -423,7 +427,7 @@ class _Canonicalizer:
                     if len(item) > _SHORT_TEXT:
                         text = self._str(item, walk)  # long text counts against the text budget
                     elif item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                        text = numeric_string_text(item) or _quote(item)
                     else:
                         text = _quote(item)
                 elif kind is int:
@@ -483,7 +487,7 @@ class _Canonicalizer:
                     if len(item) > _SHORT_TEXT:
                         text = self._str(item, walk)  # long text counts against the text budget
                     elif item and item[0] in _NUMBER_START:
-                        text = _numeric_string(item) or _quote(item)
+                        text = numeric_string_text(item) or _quote(item)
                     else:
                         text = _quote(item)
                 elif kind is int:

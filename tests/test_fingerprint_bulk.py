@@ -5,6 +5,7 @@ and in Python; and it never reads anything but exact builtins."""
 from __future__ import annotations
 
 import enum
+import json
 import math
 import os
 import re
@@ -17,6 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_agentguard import _plain_json
+
+try:
+    from otel_agentguard import _plain_check
+except ImportError:  # built without a C compiler: its tests skip (or fail, see _skip_unless_compiled)
+    _plain_check = None  # type: ignore[assignment]
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
 
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -98,21 +104,29 @@ def _skip_unless_compiled() -> None:
 
 @pytest.fixture(params=["compiled check", "check in Python"])
 def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The plain-JSON check compiled (when the package was built with a C compiler) or in Python."""
+    """The plain-JSON check compiled (when the package was built with a C compiler) or in Python
+    (as where it was not: then there is no compiled writer either)."""
     if request.param == "compiled check":
         _skip_unless_compiled()
     else:
         monkeypatch.setattr(_plain_json, "_compiled_check", None)
+        monkeypatch.setattr(_plain_json, "_compiled_write", None)
     return str(request.param)
 
 
-@pytest.fixture(params=["orjson", "stdlib"])
+@pytest.fixture(params=["orjson", "compiled writer", "stdlib"])
 def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, checker: str) -> str:
+    """Who writes the form of a value the check accepts: orjson, else the compiled writer (built
+    with the compiled check), else the standard library's encoder (the check in Python)."""
     if request.param == "orjson":
         if not _plain_json._orjson_agrees:
             pytest.skip("orjson is not installed (or disagrees with the reference and is not used)")
     else:
         monkeypatch.setattr(_plain_json, "_orjson_agrees", False)
+    if request.param == "compiled writer" and checker != "compiled check":
+        pytest.skip("the writer comes with the compiled check")
+    if request.param == "stdlib" and checker == "compiled check":
+        pytest.skip("the compiled check comes with the compiled writer")
     return f"{request.param}, {checker}"
 
 
@@ -529,3 +543,48 @@ def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_pyth
     fast._canonical = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}))
     reference = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}), bulk=False)
     assert fast.canonical(value) == reference.form(value)
+
+
+# --- the compiled writer ------------------------------------------------------------------------
+
+# Exact builtins with str keys: what the check hands the writer (and NaN, infinities and integers
+# of any width, which the standard library's encoder writes too, or refuses).
+writable = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
+    | st.dictionaries(text, children, max_size=12),
+    max_leaves=60,
+)
+
+
+def _stdlib_form(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.usefixtures("compiled_only")
+@PROPS
+@given(value=writable)
+def test_the_compiled_writer_writes_what_the_standard_librarys_encoder_writes(value: Any) -> None:
+    try:
+        expected = _stdlib_form(value)
+    except ValueError:  # an integer beyond int->str's limit: refused alike
+        with pytest.raises(ValueError, match="integer string conversion"):
+            _plain_check.write(value)
+        return
+    assert _plain_check.write(value) == expected
+
+
+@pytest.mark.usefixtures("compiled_only")
+def test_the_compiled_writer_escapes_every_character_as_the_standard_library_does() -> None:
+    every = "".join(map(chr, range(0x800))) + "\ud800\udfff\U0001f600\U0010ffff"
+    assert _plain_check.write({every: [every]}) == _stdlib_form({every: [every]})
+    one_by_one = [f"a{chr(c)}b" for c in range(0x80)]  # ASCII strings are copied unless one needs an escape
+    assert _plain_check.write(one_by_one) == _stdlib_form(one_by_one)
+
+
+@pytest.mark.usefixtures("compiled_only")
+@pytest.mark.parametrize("value", [Key("k"), [Number(3)], Listish([1]), [Mapping(a=1)], {Key("k"): 1}, {1: 2},
+                                   [Colour.RED], [b"x"], {"a": {1, 2}}, _nested(65)], ids=repr)
+def test_the_compiled_writer_leaves_anything_but_exact_builtins_and_str_keys_to_others(value: Any) -> None:
+    assert _plain_check.write(value) is None
+    assert _plain_check.write(_nested(64)) == _stdlib_form(_nested(64))

@@ -73,12 +73,25 @@ def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() ->
         pytest.skip("orjson is not installed (or writes another form)")
     plain = frozenset()
     assert _json_text_form.form_of_json_text('{"b": [1, 2.5, "x"], "a": {"c": null}}', plain) is not None
-    for raw in ('{"id": "42"}', '{"id": "-42"}', '[-1.0]', '[1.0]', '[1e-07]', '[1e16]', '{"trace_id": 1}',
+    for raw in ('{"id": "4e2"}', '[-1.0]', '[1.0]', '[1e-07]', '[1e16]', '{"trace_id": 1}',
                 '[' * 64 + ']' * 64, '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
         noise = DEFAULT_NOISE_KEYS
         assert _json_text_form.form_of_json_text(raw, noise) is None, raw
     # A noise key's name inside a string is no key: orjson still writes that form.
     assert _json_text_form.form_of_json_text('{"note": "{\\"trace_id\\": 1}"}', DEFAULT_NOISE_KEYS) is not None
+
+
+def test_orjson_writes_string_values_spelled_as_numbers_as_the_numbers() -> None:
+    if not _json_text_form.available():
+        pytest.skip("orjson is not installed (or writes another form)")
+    raw = '{"id": "42", "42": "x", "q": "\\"12", "z": ["1.50", "007", "-0", "' + "9" * 401 + '"]}'
+    written = _json_text_form.form_of_json_text(raw, frozenset())
+    assert written is not None
+    # Keys stay strings; "007" is no JSON number; a quote inside a string opens no token; a
+    # spelling longer than the reference reads as a number stays a string.
+    assert written[0] == b'{"42":"x","id":42,"q":"\\"12","z":[1.5,"007",0,"' + b"9" * 401 + b'"]}'
+    tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset())
+    assert (NO_MEMORY.arguments(tool, raw), *NO_MEMORY.result(tool, raw)) == reference(tool, raw)
 
 
 def test_json_text_loads_like_the_standard_library() -> None:

@@ -17,6 +17,7 @@ from otel_agentguard.exporters import encode_request
 from otel_agentguard.policy import Policy, parse_policy
 from otel_agentguard.replay import InputError, read_files, replay_files
 from otel_agentguard.replay.cli import EXAMPLES, run
+from otel_agentguard.replay.otlp import OTLPCollector
 from otel_agentguard.steps import MODEL, TOOL, step_from_attributes, step_kind
 
 DATA = Path(__file__).parent / "data"
@@ -148,6 +149,18 @@ def test_interleaved_sessions_in_one_file_stay_apart(tmp_path, policy, children_
     assert [s.sequence for s in sessions["sess-A"].steps] == [1, 2]
     assert [s.start_ns for s in sessions["sess-A"].steps] == [100, 120]
     assert [s.start_ns for s in sessions["sess-B"].steps] == [110, 130]
+
+
+def test_the_collector_hands_its_spans_over_to_the_sessions_it_makes(policy):
+    # A replay of millions of spans frees each session's spans as its steps are built: the
+    # collector keeps none of them once it has made the sessions.
+    collector = OTLPCollector(policy)
+    spans = [_span(1, _agent("sess-A"), start=0, end=1000)]
+    spans += [_span(10 + i, _tool("lookup", {"order": i}, "ok"), parent=1, start=100 + 10 * i) for i in range(2)]
+    collector.add_document(_request(*spans), "one.jsonl", 1)
+    [session] = collector.sessions()
+    assert (session.session_id, [step.sequence for step in session.steps]) == ("sess-A", [1, 2])
+    assert collector.sessions() == []
 
 
 def test_merged_sessions_would_loop(tmp_path, policy):

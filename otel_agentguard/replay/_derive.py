@@ -16,6 +16,7 @@ from otel_agentguard.derived import DerivedTools
 from otel_agentguard.duplicate_spans import same_response
 from otel_agentguard.policy import Policy
 from otel_agentguard.steps import MODEL, TOOL, Step
+from otel_agentguard.tool_calls import records_requested_calls
 
 
 class StepSpan(Protocol):
@@ -35,6 +36,8 @@ def with_derived_steps(
     build: Callable[[StepSpan, int], Step],
 ) -> list[tuple[Hashable, StepSpan | None, Step]]:
     """Each member's step and the derived ones between them, as (run, span or None, step) in sequence order."""
+    if numbered and not any(span.kind == MODEL and records_requested_calls(span.attrs) for _, span in members):
+        return _numbered_without_derived(members, build)
     # The spans' start and end events in time order; at one instant, an end before a start (a
     # tool span starts after the model span that asked). A start only numbers its span, so the
     # starts are taken lazily: before each end, those that came earlier.
@@ -98,6 +101,26 @@ def with_derived_steps(
         if waiting:
             derived_run = run
     result.extend((derived_run, None, step) for step in derived.flush())
+    result.sort(key=_sequence)
+    return result
+
+
+def _numbered_without_derived(
+    members: Sequence[tuple[Hashable, StepSpan]], build: Callable[[StepSpan, int], Step],
+) -> list[tuple[Hashable, StepSpan | None, Step]]:
+    """What :func:`with_derived_steps` gives when no model span names a call it asked for (our
+    own spans without captured content; most sessions): each span keeps its own number, and
+    only a model call's second span is left out (found in the same end order)."""
+    ends = sorted(range(len(members)), key=[span.end_ns for _, span in members].__getitem__)
+    last_response: str | None = None
+    result: list[tuple[Hashable, StepSpan | None, Step]] = []
+    for order in ends:
+        run, span = members[order]
+        if span.kind == MODEL:
+            repeated, last_response = same_response(MODEL, span.attrs, last_response)
+            if repeated:
+                continue
+        result.append((run, span, build(span, span.attrs[A.SEQUENCE])))
     result.sort(key=_sequence)
     return result
 

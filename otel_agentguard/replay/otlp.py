@@ -222,16 +222,19 @@ class OTLPCollector:
         """``payloads``: where raw tool payloads are fingerprinted and remembered (default: this
         collector's own memory; a service holding many traces open shares one)."""
         self._policy = policy
+        self._payloads = payloads if payloads is not None else PayloadFingerprints()
+        self._candidates: list[_Candidate] = []
+        self._forget_spans()
+
+    def _forget_spans(self) -> None:
         self._parents: dict[str, str] = {}
         # Span ids seen, with their trace id; the same span id in another trace too (rare) also
         # goes in the set of (trace id, span id) pairs.
         self._seen: dict[str, str] = {}
         self._seen_elsewhere: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
-        self._candidates: list[_Candidate] = []
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
         self._steps_by_span: dict[str, _Candidate] = {}
-        self._payloads = payloads if payloads is not None else PayloadFingerprints()
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
@@ -381,12 +384,17 @@ class OTLPCollector:
         return joined
 
     def sessions(self) -> list[RecordedSession]:
+        """Every session of the spans added, in order of their start. Call it once, after the
+        last span: it hands the spans over, and the collector is empty afterwards (a replay of
+        millions of spans frees each session's spans as its steps are built, and the steps take
+        the memory the spans held, rather than fresh pages)."""
         joined = self._joined_runs()
         by_session: dict[str, list[tuple[str | None, _Candidate]]] = {}
         unnumbered: set[str] = set()  # sessions with a step span that has no sequence number
         steps_by_span = self._steps_by_span
+        candidates, self._candidates = self._candidates, []
         candidate: _Candidate | None  # a derived step has none
-        for candidate in self._candidates:
+        for candidate in candidates:
             parent = steps_by_span.get(candidate.parent_id)
             if parent is not None and nested_step(candidate.kind, candidate.attrs, parent.kind, parent.attrs):
                 continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
@@ -397,8 +405,12 @@ class OTLPCollector:
             members.append((joined.get(run, run) if run else None, candidate))
             if not isinstance(candidate.attrs.get(A.SEQUENCE), int):
                 unnumbered.add(session_id)
-        result = [run for span_id, run in self._runs.items() if joined.get(span_id) == span_id]
-        for session_id, members in by_session.items():
+        del candidates, steps_by_span  # the members hold the spans now
+        runs = self._runs
+        self._forget_spans()
+        result = [run for span_id, run in runs.items() if joined.get(span_id) == span_id]
+        for session_id in list(by_session):
+            members = by_session.pop(session_id)  # freed when its steps are built
             # Sequence numbers count per session id across its runs, as live.
             numbered = session_id not in unnumbered
             if numbered:
@@ -408,7 +420,7 @@ class OTLPCollector:
             spanless: RecordedSession | None = None
             for run, candidate, step in self._with_derived(members, numbered, session_id):
                 if run is not None:
-                    session = self._runs[run]
+                    session = runs[run]
                     slack = _CLOCK_SLACK_NS if session.start_ns % _MS_NS == 0 else 0
                     if candidate is not None and session.end_ns and candidate.end_ns > session.end_ns + slack:
                         continue  # ended after its session: the live judge never saw it either
