@@ -244,9 +244,9 @@ is_verified(PyObject *set)
  * write() writes what the standard library's encoder writes for the values check() accepts
  * (json.dumps with sort_keys, compact separators, ensure_ascii off and NaN allowed: the
  * canonical form of such a value), several times faster. It reads the same exact builtins
- * through borrowed references and runs no Python code (it allocates only strs and its buffer),
- * and gives up (None) on anything else, or deeper than the depth bound: the caller then has
- * the standard library write it. */
+ * through borrowed references and runs no Python code (it allocates only its buffer and, at the
+ * end, its result), and gives up (None) on anything else, deeper than the depth bound, or an int
+ * beyond 64 bits: the caller then has the standard library write it. */
 
 typedef struct {
     char *data;
@@ -452,20 +452,15 @@ write_int(Buffer *b, PyObject *v)
 {
     int overflow = 0;
     long long small = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (!overflow) {
-        char text[32];
-        int n = snprintf(text, sizeof text, "%lld", small);
-        return put(b, text, n);
+    if (overflow) {
+        /* Left to the standard library: converting a wider int checks for signals (a handler is
+         * Python code, which could change the value read here through borrowed references), and
+         * from Python 3.12 a very wide one is converted by Python code. */
+        return 1;
     }
-    PyObject *digits = PyObject_Str(v); /* raises beyond int->str's limit, as the encoder does */
-    if (digits == NULL) {
-        return -1;
-    }
-    Py_ssize_t n;
-    const char *text = PyUnicode_AsUTF8AndSize(digits, &n);
-    int status = text == NULL ? -1 : put(b, text, n);
-    Py_DECREF(digits);
-    return status;
+    char text[32];
+    int n = snprintf(text, sizeof text, "%lld", small);
+    return put(b, text, n);
 }
 
 static int
@@ -523,8 +518,9 @@ PyDoc_STRVAR(write_doc,
 "write(value, /)\n"
 "--\n\n"
 "What the standard library's encoder writes for a value check() accepted (sorted keys, compact,\n"
-"no ASCII escapes, NaN allowed): its canonical form. None for a value of any other type, or\n"
-"nested deeper than the depth bound; ValueError for an int beyond int->str's limit.");
+"no ASCII escapes, NaN allowed): its canonical form. None for a value of any other type, one\n"
+"nested deeper than the depth bound, or one holding an int beyond 64 bits (the standard library\n"
+"writes those).");
 
 static PyObject *
 write_form(PyObject *module, PyObject *value)

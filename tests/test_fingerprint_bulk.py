@@ -561,17 +561,24 @@ def _stdlib_form(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _holds_wide_int(value: Any) -> bool:
+    if type(value) is int:
+        return not -(2**63) <= value < 2**63
+    children = value.values() if type(value) is dict else value if type(value) in (list, tuple) else ()
+    return any(_holds_wide_int(child) for child in children)
+
+
 @pytest.mark.usefixtures("compiled_only")
 @PROPS
 @given(value=writable)
 def test_the_compiled_writer_writes_what_the_standard_librarys_encoder_writes(value: Any) -> None:
-    try:
-        expected = _stdlib_form(value)
-    except ValueError:  # an integer beyond int->str's limit: refused alike
-        with pytest.raises(ValueError, match="integer string conversion"):
-            _plain_check.write(value)
-        return
-    assert _plain_check.write(value) == expected
+    written = _plain_check.write(value)
+    if _holds_wide_int(value):
+        # Left to the standard library: converting a wider int checks for signals, and a signal
+        # handler is Python code that could change the value under the writer.
+        assert written is None
+    else:
+        assert written == _stdlib_form(value)
 
 
 @pytest.mark.usefixtures("compiled_only")
@@ -584,7 +591,8 @@ def test_the_compiled_writer_escapes_every_character_as_the_standard_library_doe
 
 @pytest.mark.usefixtures("compiled_only")
 @pytest.mark.parametrize("value", [Key("k"), [Number(3)], Listish([1]), [Mapping(a=1)], {Key("k"): 1}, {1: 2},
-                                   [Colour.RED], [b"x"], {"a": {1, 2}}, _nested(65)], ids=repr)
+                                   [Colour.RED], [b"x"], {"a": {1, 2}}, _nested(65), [2**63], {"a": -(2**63) - 1}],
+                         ids=repr)
 def test_the_compiled_writer_leaves_anything_but_exact_builtins_and_str_keys_to_others(value: Any) -> None:
     assert _plain_check.write(value) is None
     assert _plain_check.write(_nested(64)) == _stdlib_form(_nested(64))
