@@ -1,6 +1,7 @@
 """The bulk path (a C encoder writing plain JSON values) writes exactly what the reference
-walker writes, byte for byte, with and without orjson, with the plain-JSON check compiled
-and in Python; and it never reads anything but exact builtins."""
+walker writes, byte for byte, with orjson, the compiled writer or the standard library's
+encoder, with the plain-JSON check compiled and in Python; and it never reads anything but
+exact builtins."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_agentguard import _plain_json
+from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
 
 try:
     from otel_agentguard import _plain_check
 except ImportError:  # built without a C compiler: its tests skip (or fail, see _skip_unless_compiled)
     _plain_check = None  # type: ignore[assignment]
-from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
 
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -102,32 +103,35 @@ def _skip_unless_compiled() -> None:
         pytest.skip("the package was built without a C compiler: the check runs in Python")
 
 
-@pytest.fixture(params=["compiled check", "check in Python"])
-def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def _use_check(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The plain-JSON check compiled (when the package was built with a C compiler) or in Python
     (as where it was not: then there is no compiled writer either)."""
-    if request.param == "compiled check":
+    if which == "compiled check":
         _skip_unless_compiled()
     else:
         monkeypatch.setattr(_plain_json, "_compiled_check", None)
         monkeypatch.setattr(_plain_json, "_compiled_write", None)
+
+
+@pytest.fixture(params=["compiled check", "check in Python"])
+def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    _use_check(request.param, monkeypatch)
     return str(request.param)
 
 
-@pytest.fixture(params=["orjson", "compiled writer", "stdlib"])
-def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, checker: str) -> str:
-    """Who writes the form of a value the check accepts: orjson, else the compiled writer (built
-    with the compiled check), else the standard library's encoder (the check in Python)."""
-    if request.param == "orjson":
+# Who writes the form of a value the check accepts: orjson, else the compiled writer (which comes
+# with the compiled check), else the standard library's encoder (where nothing is compiled).
+@pytest.fixture(params=[("orjson", "compiled check"), ("compiled writer", "compiled check"),
+                        ("orjson", "check in Python"), ("stdlib", "check in Python")], ids=", ".join)
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    writer, check = request.param
+    if writer == "orjson":
         if not _plain_json._orjson_agrees:
             pytest.skip("orjson is not installed (or disagrees with the reference and is not used)")
     else:
         monkeypatch.setattr(_plain_json, "_orjson_agrees", False)
-    if request.param == "compiled writer" and checker != "compiled check":
-        pytest.skip("the writer comes with the compiled check")
-    if request.param == "stdlib" and checker == "compiled check":
-        pytest.skip("the compiled check comes with the compiled writer")
-    return f"{request.param}, {checker}"
+    _use_check(check, monkeypatch)
+    return f"{writer}, {check}"
 
 
 @PROPS
@@ -548,7 +552,7 @@ def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_pyth
 # --- the compiled writer ------------------------------------------------------------------------
 
 # Exact builtins with str keys: what the check hands the writer (and NaN, infinities and integers
-# of any width, which the standard library's encoder writes too, or refuses).
+# of any width; the writer leaves those beyond 64 bits to the standard library's encoder).
 writable = st.recursive(
     scalars,
     lambda children: st.lists(children, max_size=12) | st.tuples(children, children)

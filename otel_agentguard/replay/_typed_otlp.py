@@ -150,11 +150,12 @@ def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[s
     repeated_value_keys = otlp.REPEATED_VALUE_KEYS
     is_read_key = otlp.is_read_key
     for item in items:
-        key = item.key
-        if key in shared_keys:  # (a str: the record's type says so)
-            key = shared_keys[key]  # kept instead of the decoder's copy
+        shared_key = shared_keys.get(item.key)  # (a str: the record's type says so)
+        if shared_key is not None:
+            key = shared_key  # kept instead of the decoder's copy
             wanted = True
         else:
+            key = item.key
             wanted = is_read_key(key)
         value = item.value
         if value is None:
