@@ -38,7 +38,6 @@ _NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-
 # Every string token of orjson's output, in turn (outside strings there are no quotes; inside,
 # a quote is escaped), and the colon that makes it a key.
 _STRING_TOKEN = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(:?)', re.DOTALL)
-_NUMBER_START = frozenset(b"-0123456789")
 # Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
 _FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
 _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
@@ -85,10 +84,9 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
 def _as_the_form_writes_it(token: re.Match[bytes]) -> bytes:
     """A string token of orjson's output as the canonical form writes it: a value spelled as a
     JSON number as that number (keys stay strings)."""
-    content, colon = token.group(1), token.group(2)
-    if colon or not content or content[0] not in _NUMBER_START:
+    if token.group(2):
         return token.group(0)
-    number = numeric_string_text(content.decode("utf-8"))
+    number = numeric_string_text(token.group(1).decode("utf-8"))
     return token.group(0) if number is None else number.encode("ascii")
 
 
