@@ -18,7 +18,9 @@ shows in orjson's output, where an unescaped quote only ever delimits a string:
 
 Any of the others (or a false alarm from text inside a string) returns None
 and the reference walker writes the form. Only short texts come here, far inside
-the walk's value and text budgets.
+the walk's value and text budgets. A small value (most tool payloads) is first
+offered to the compiled check and writer, where the package has them: they write
+its form at once, or refuse it for any of the reasons above.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
         return None
     if type(value) is not dict and type(value) is not list:
         return None
+    # Most payloads are small: the compiled check and writer, where the package has them, write
+    # their form at once (the check refuses what the form writes otherwise, and so the rest).
+    small = _plain_json.compiled_small_form(value, special_keys)
+    if small is not None:
+        return small.encode("utf-8", "surrogatepass"), value
     form: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
     # A first look with every digit and "-" as "0" (C-level): a string can be spelled as a number only
     # where a quote precedes a digit or "-", a float written otherwise only where a digit

@@ -51,6 +51,7 @@ except ImportError:  # built without a C compiler: the check runs in Python, the
     _compiled_check = _compiled_write = None
 
 _MAX_DEPTH = 64
+SMALL_ENTRIES = 256  # the most values compiled_small_form reads
 _LEVEL_COST = 64  # a level checked costs about as much as this many values
 _SHORT_TEXT = 256  # longer string values count against the walk's text budget
 
@@ -160,6 +161,19 @@ def check(value: Any, depth: int, entries_left: int, text_left: int, special: fr
         return found
     entries, text, orjson = found
     return Plain(entries, text, orjson, True)  # it checks every key a str: either encoder may write it
+
+
+def compiled_small_form(value: Any, special: frozenset[str]) -> str | None:
+    """The canonical form of a small exact container (at most :data:`SMALL_ENTRIES` values,
+    nested ones included, and no long text) written by the compiled check and writer alone: two
+    C calls, where walking a three-key dict in Python takes several times as long. None where
+    the package has no compiled code or either gives up (having read little), and the caller
+    writes it."""
+    if _compiled_write is None or _compiled_check is None:
+        return None
+    if type(_compiled_check(value, 0, SMALL_ENTRIES, 0, special, False)) is int:
+        return None
+    return _compiled_write(value)
 
 
 def check_in_python(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:

@@ -28,8 +28,10 @@ form as the earlier length-prefixed one made equal (see
 tests/test_fingerprint_regression.py). Plain dicts with string keys and lists of
 str/int/float/bool/None are written inline, one Python frame per level, with
 quoted keys remembered (a small dict of scalars, the usual tool arguments,
-without the walk's bookkeeping at all); the keyed BLAKE2b state (with the tool name already fed)
-is built once and copied.
+without the walk's bookkeeping at all); where the package was built with a C
+compiler, plain containers whose form is what ``json.dumps`` writes are written
+whole in C instead, small ones too (see :mod:`otel_agentguard._plain_json`). The
+keyed BLAKE2b state (with the tool name already fed) is built once and copied.
 
 Only values whose content can be read without running application code are
 canonicalised (see :mod:`otel_agentguard._readable`); any other object is
@@ -203,7 +205,9 @@ _MAX_TEXT = 4 << 20  # characters of long strings plus bytes of buffers read per
 # Strings up to this long are read in full and not counted against _MAX_TEXT: with at most
 # _MAX_NODES values per call their total is bounded anyway, and counting them costs the hot path.
 _SHORT_TEXT = 256
-# Containers with fewer entries are walked here; larger ones are first offered to the bulk encoder.
+# Containers are offered to the bulk encoder before the walk reads them; where the check runs
+# in Python (nothing compiled), only those with this many entries or more: smaller ones are
+# cheaper to walk than to check.
 _BULK_MIN = 8
 _MAX_LABELS = 8192  # quoted keys remembered, for all tools together
 _MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
@@ -310,10 +314,15 @@ class _Canonicalizer:
     def form(self, value: Any) -> str:
         return self.root(value)[0]
 
-    def flat(self, value: dict[Any, Any]) -> tuple[str, list[tuple[str, Any]]] | None:
-        """The form of a small exact dict of short scalars under plain string keys, and its
-        sorted entries, written without the walk's bookkeeping (no cycle, depth or budget can
-        be reached); None for any other dict, which the walk then writes."""
+    def small(self, value: dict[Any, Any]) -> tuple[str, tuple[str, ...]] | None:
+        """The form of a small exact dict under plain string keys, and its sorted keys, written
+        without the walk's bookkeeping: by the compiled check and writer where the package has
+        them (nested values too, a few hundred), else here when every value is
+        a short scalar (no cycle, depth or budget can be reached). None for any other dict,
+        which the walk then writes."""
+        form = _plain_json.compiled_small_form(value, self._special)
+        if form is not None:  # (the check found every key an exact str)
+            return form, tuple(sorted(value))
         if not _STR_ONLY.issuperset(map(type, value)):  # an exact dict's own iterator: no application code
             return None
         entries = sorted(dict.items(value))  # exact str keys, unique: values are never compared
@@ -342,14 +351,14 @@ class _Canonicalizer:
             else:
                 return None
             parts.append((_labels.get(key) or _label(key)) + text)
-        return "{" + ",".join(parts) + "}", entries
+        return "{" + ",".join(parts) + "}", tuple(map(_first_item, entries))
 
     def root(self, value: Any, walk: _Walk | None = None) -> tuple[str, tuple[str, ...] | None]:
         """The form and, for a dict whose keys are all plain strings, its sorted keys."""
         walk = walk or _Walk()
         try:
             kind = type(value)
-            if (kind is dict or kind is list or kind is tuple) and len(value) >= _BULK_MIN:
+            if kind is dict or kind is list or kind is tuple:
                 text = self._bulk(value, 0, walk)
                 if text is not None:
                     return text, tuple(sorted(value)) if kind is dict else None
@@ -524,8 +533,10 @@ class _Canonicalizer:
         """The form of an exact dict, list or tuple written by a C encoder when every value in
         it is a plain JSON value whose canonical form is the encoder's (see
         :mod:`otel_agentguard._plain_json`); None to walk it here. Spends the same budgets."""
-        if len(value) < _BULK_MIN or not self.bulk or walk.bulk_left <= 0:
-            return None  # small containers are cheaper to walk than to check
+        if not self.bulk or walk.bulk_left <= 0:
+            return None
+        if len(value) < _BULK_MIN and _plain_json._compiled_check is None:
+            return None  # small containers are cheaper to walk than to check in Python
         plain = _plain_json.check(value, depth, walk.left, walk.text_left, self._special)
         if type(plain) is int:
             walk.bulk_left -= plain + 1
@@ -799,15 +810,15 @@ class Fingerprinter:
 
     def arguments(self, arguments: Any) -> ArgumentsFingerprint:
         canonical = self._canonical
-        flat = None
+        small = None
         if type(arguments) is dict and dict.__len__(arguments) < _BULK_MIN and canonical.bulk:
             try:
-                flat = canonical.flat(arguments)
+                small = canonical.small(arguments)
             except Exception:  # deliberate: the walk below writes it (and never raises)
-                flat = None
-        if flat is not None:
-            form = flat[0]
-            keys: tuple[str, ...] | None = tuple(map(_first_item, flat[1]))
+                small = None
+        keys: tuple[str, ...] | None
+        if small is not None:
+            form, keys = small
             opaque = truncated = False
         else:
             walk = _Walk()

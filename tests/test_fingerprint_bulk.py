@@ -267,8 +267,9 @@ def _reference_fingerprinter(unordered: frozenset[str] = frozenset()) -> Fingerp
 
 
 @PROPS
-@given(value=st.dictionaries(keys, scalars | others | st.lists(scalars, max_size=3), max_size=7))
-def test_small_flat_arguments_get_the_reference_fingerprint_keys_and_flags(value: dict[Any, Any]) -> None:
+@given(value=st.dictionaries(keys, scalars | others | st.lists(scalars, max_size=3)
+                             | st.dictionaries(keys, scalars | st.lists(scalars, max_size=3), max_size=4), max_size=7))
+def test_small_arguments_get_the_reference_fingerprint_keys_and_flags(encoder: str, value: dict[Any, Any]) -> None:
     fast = Fingerprinter("tool", key=b"k").arguments(value)
     reference = _reference_fingerprinter().arguments(value)
     if reference.opaque:  # opaque markers are random per call: compare the rest
@@ -277,11 +278,30 @@ def test_small_flat_arguments_get_the_reference_fingerprint_keys_and_flags(value
     assert fast == reference
 
 
-def test_small_flat_arguments_with_long_text_odd_numbers_and_noise_get_the_reference_fingerprint() -> None:
+def test_small_arguments_with_long_text_odd_numbers_and_noise_get_the_reference_fingerprint(encoder: str) -> None:
     for value in ({"a": "x" * 300, "b": 1}, {"a": "1.0", "b": "-0", "c": "007", "d": 1e16, "e": -0.0},
                   {"a": math.nan, "b": math.inf, "c": 10**5000, "trace_id": "t"}, {"timestamp": [1, 2]},
-                  {Key("a"): 1}, {1: 1, "1": 2}, {"a": True, "b": None, "c": False, "é": "😀", "\ud800": "\udfff"}):
+                  {Key("a"): 1}, {1: 1, "1": 2}, {"a": True, "b": None, "c": False, "é": "😀", "\ud800": "\udfff"},
+                  {"a": {"trace_id": 1, "b": 2}}, {"a": [{"b": "12"}]}, {"a": {"b": 2.0}}, {"a": ["x" * 5000] * 3},
+                  {"a": list(range(300))}, {"a": {"b": {1: 2}}}, {}, {"a": {}, "b": [], "c": ()}):
         assert Fingerprinter("tool", key=b"k").arguments(value) == _reference_fingerprinter().arguments(value)
+        assert Fingerprinter("tool", key=b"k").result(value) == _reference_fingerprinter().result(value)
+
+
+def test_small_plain_arguments_are_written_whole_by_the_compiled_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    _skip_unless_compiled()
+    written: list[Any] = []
+    write = _plain_json._compiled_write
+    assert write is not None
+
+    def spy(value: Any) -> str | None:
+        written.append(value)
+        return write(value)
+
+    monkeypatch.setattr(_plain_json, "_compiled_write", spy)
+    arguments = {"order_id": "A-1001", "amount": 42.5, "items": [{"sku": "x", "qty": 2}]}
+    assert Fingerprinter("tool", key=b"k").arguments(arguments) == _reference_fingerprinter().arguments(arguments)
+    assert written == [arguments]  # one call for the whole value: no walk in Python
 
 
 def _general_table(items: dict[str, Any]) -> dict[Any, Any]:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agentguard import _json_text, _json_text_form, fingerprint
+from otel_agentguard import _json_text, _json_text_form, _plain_json, fingerprint
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, is_empty
 from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
 
@@ -47,10 +47,16 @@ def reference(tool: Fingerprinter, raw: str) -> tuple[str, str, bool]:
     return walker.arguments(value).fingerprint, walker.result(value), is_empty(value)
 
 
-@pytest.fixture(params=["orjson", "walker"])
+# Who writes the form of a text: the compiled writer (small values, where the package has it),
+# else orjson; orjson alone (as where nothing is compiled); the reference walker (no orjson).
+@pytest.fixture(params=["compiled, else orjson", "orjson", "walker"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "orjson" and not _json_text_form.available():
+    if request.param != "walker" and not _json_text_form.available():
         pytest.skip("orjson is not installed (or writes another form)")
+    if request.param == "compiled, else orjson" and _plain_json._compiled_write is None:
+        pytest.skip("the package was built without a C compiler")
+    if request.param == "orjson":
+        monkeypatch.setattr(_plain_json, "_compiled_write", None)
     if request.param == "walker":
         monkeypatch.setattr(_json_text_form, "available", lambda: False)
     return str(request.param)
@@ -73,10 +79,17 @@ def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() ->
         pytest.skip("orjson is not installed (or writes another form)")
     plain = frozenset()
     assert _json_text_form.form_of_json_text('{"b": [1, 2.5, "x"], "a": {"c": null}}', plain) is not None
-    for raw in ('{"id": "4e2"}', '[-1.0]', '[1.0]', '[1e-07]', '[1e16]', '{"trace_id": 1}',
-                '[' * 64 + ']' * 64, '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
+    for raw in ('{"id": "4e2"}', '[-1.0]', '[1.0]', '[1e16]', '{"trace_id": 1}', '[' * 65 + ']' * 65,
+                '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
         noise = DEFAULT_NOISE_KEYS
         assert _json_text_form.form_of_json_text(raw, noise) is None, raw
+    # Small values go to the compiled writer (where the package has it), which also writes floats
+    # orjson spells otherwise and nesting up to the walk's own bound; orjson's own path is looser.
+    compiled = _plain_json._compiled_write is not None
+    for raw in ('[1e-07]', '[' * 64 + ']' * 64):
+        assert (_json_text_form.form_of_json_text(raw, plain) is not None) is compiled, raw
+        big = raw[:-1] + ", 0" * 300 + "]"  # over the small size: orjson's path
+        assert _json_text_form.form_of_json_text(big, plain) is None, raw
     # A noise key's name inside a string is no key: orjson still writes that form.
     assert _json_text_form.form_of_json_text('{"note": "{\\"trace_id\\": 1}"}', DEFAULT_NOISE_KEYS) is not None
 
