@@ -317,9 +317,9 @@ class _Canonicalizer:
     def small(self, value: dict[Any, Any]) -> tuple[str, tuple[str, ...]] | None:
         """The form of a small exact dict under plain string keys, and its sorted keys, written
         without the walk's bookkeeping: by the compiled check and writer where the package has
-        them (nested values too, a few hundred), else here when every value is
-        a short scalar (no cycle, depth or budget can be reached). None for any other dict,
-        which the walk then writes."""
+        them (nested values too, a few hundred), else here when every value is a short scalar
+        (no cycle, depth or budget can be reached). None for any other dict, which the walk
+        then writes."""
         form = _plain_json.compiled_small_form(value, self._special)
         if form is not None:  # (the check found every key an exact str)
             return form, tuple(sorted(value))
