@@ -22,8 +22,9 @@ compiler at hand, the package also has the check compiled
 (``_plain_check.c``): one C walk over the same exact builtins that runs no
 Python code at all, five to ten times faster on large values; this module's
 Python check stays the reference, and the tests run both. The same module
-writes the form where orjson is not installed: what the standard library's
-encoder writes, 2.5 to 3 times faster (the tests compare the two).
+writes the form where orjson is not installed, and for small values anyway
+(:func:`compiled_small_form`): what the standard library's encoder writes, 2.5
+to 3 times faster (the tests compare the two).
 """
 
 from __future__ import annotations
