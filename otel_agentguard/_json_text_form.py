@@ -66,7 +66,7 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
     if type(value) is not dict and type(value) is not list:
         return None
     # Most payloads are small: the compiled check and writer, where the package has them, write
-    # their form at once (the check refuses what the form writes otherwise, and so the rest).
+    # their form at once. What the check refuses (anything listed above) takes orjson's path below.
     small = _plain_json.compiled_small_form(value, special_keys)
     if small is not None:
         return small.encode("utf-8", "surrogatepass"), value
