@@ -12,15 +12,17 @@ demo: $(VENV)/.installed-demo
 # instrumentations (OpenLLMetry, OpenInference, Pydantic AI), kept out of the main one.
 FOREIGN_VENV ?= .venv-foreign
 
-# With a C compiler and Python's headers here, the optional compiled module must have been built:
-# its tests then fail, not skip, when it is missing.
+# With a C compiler and Python's headers here, the optional compiled modules must have been built:
+# their tests then fail, not skip, when one is missing.
 CAN_BUILD_C := $(shell command -v $${CC:-cc} >/dev/null 2>&1 && $(PYTHON) -c "import os, sysconfig; \
 	raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	>/dev/null 2>&1 && echo 1)
-# An editable install builds the compiled module in place: rebuilt when its source changes. Its
-# build is optional, and a failed one leaves the module built before: that is removed first.
-COMPILED_SOURCES := setup.py otel_agentguard/_plain_check.c
-remove_built_module = rm -f otel_agentguard/_plain_check$$($(1) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+# An editable install builds the compiled modules in place: rebuilt when their sources change. Their
+# build is optional, and a failed one leaves the module built before: those are removed first.
+COMPILED_MODULES := otel_agentguard/_plain_check otel_agentguard/replay/_typed_attributes
+COMPILED_SOURCES := setup.py $(addsuffix .c,$(COMPILED_MODULES))
+remove_built_module = suffix=$$($(1) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") && \
+	for module in $(COMPILED_MODULES); do rm -f "$$module$$suffix"; done
 
 # Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
 # So does the package failing on the oldest Python it supports (3.10), when one is installed here.
@@ -61,4 +63,5 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt $(COMPILED_SOURC
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) $(BENCH_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache otel_agentguard/*.so
+	rm -rf $(VENV) $(FOREIGN_VENV) $(BENCH_VENV) .venv-oldest build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache otel_agentguard/*.so \
+		otel_agentguard/replay/*.so

@@ -4,4 +4,9 @@ from setuptools import Extension, setup
 
 # The plain-JSON check of large arguments' fingerprints, compiled when a C compiler is at hand;
 # without one (``optional``) the package installs all the same and runs the check in Python.
-setup(ext_modules=[Extension("otel_agentguard._plain_check", ["otel_agentguard/_plain_check.c"], optional=True)])
+# The same for the attribute decoding of replay's typed reader, which is pure Python without it.
+setup(ext_modules=[
+    Extension("otel_agentguard._plain_check", ["otel_agentguard/_plain_check.c"], optional=True),
+    Extension("otel_agentguard.replay._typed_attributes", ["otel_agentguard/replay/_typed_attributes.c"],
+              optional=True),
+])

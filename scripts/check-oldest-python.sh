@@ -16,11 +16,17 @@ if [ -z "$python" ]; then
   echo "check-oldest-python.sh: no Python 3.10 found: skipped"
   exit 0
 fi
+modules=(otel_agentguard/_plain_check otel_agentguard/replay/_typed_attributes)
+stale=""
+for module in "${modules[@]}"; do
+  if [ "$module.c" -nt "$venv/.installed" ]; then stale=1; fi
+done
 if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ] || [ setup.py -nt "$venv/.installed" ] \
-    || [ otel_agentguard/_plain_check.c -nt "$venv/.installed" ]; then
+    || [ -n "$stale" ]; then
   rm -rf "$venv"
-  # The compiled module is built in place; a failed (optional) build would leave the one before.
-  rm -f "otel_agentguard/_plain_check$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+  # The compiled modules are built in place; a failed (optional) build would leave the one before.
+  suffix="$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+  for module in "${modules[@]}"; do rm -f "$module$suffix"; done
   if ! { "$python" -m venv "$venv" && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e .; }; then
     echo "check-oldest-python.sh: could not install the package for $python: skipped"
     exit 0

@@ -64,16 +64,17 @@ def test_wheel_carries_the_license_and_says_so_in_its_metadata(built):
     assert "License-File: LICENSE" in metadata.splitlines()
 
 
-def test_sdist_carries_the_compiled_checks_source_and_the_wheel_its_module_only(built):
+@pytest.mark.parametrize("module", ["otel_agentguard/_plain_check", "otel_agentguard/replay/_typed_attributes"])
+def test_sdist_carries_a_compiled_modules_source_and_the_wheel_its_module_only(built, module):
     [sdist] = built.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"setup.py", "otel_agentguard/_plain_check.c", "otel_agentguard/_plain_check.pyi"} <= names
+    assert {"setup.py", f"{module}.c", f"{module}.pyi"} <= names
     [wheel] = built.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        packaged = [n for n in archive.namelist() if n.startswith("otel_agentguard/_plain_check")]
-    assert "otel_agentguard/_plain_check.pyi" in packaged
-    assert "otel_agentguard/_plain_check.c" not in packaged
+        packaged = [n for n in archive.namelist() if n.startswith(module)]
+    assert f"{module}.pyi" in packaged
+    assert f"{module}.c" not in packaged
     modules = [n for n in packaged if n.endswith((".so", ".pyd"))]
     if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":  # a C compiler was at hand
         assert len(modules) == 1, packaged

@@ -9,6 +9,7 @@ package's own exporter on real SDK spans, from hand-picked odd values and from H
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from test_replay_fuzz import OTLP_DOCUMENT, VALUES
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.policy import coerce_policy
-from otel_agentguard.replay import InputError, otlp, sources
+from otel_agentguard.replay import InputError, _typed_otlp, otlp, sources
 from otel_agentguard.replay._typed_otlp import read_line
 from otel_agentguard.replay.otlp import decode_read_attributes, decode_value
 from otel_agentguard.replay.sources import read_files
@@ -34,6 +35,26 @@ FOREIGN = Path(__file__).parent / "data" / "foreign"
 RECORDED = sorted(FOREIGN.glob("*.jsonl"))
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 POLICY = coerce_policy(None)
+
+
+def _skip_unless_compiled() -> None:
+    """Skips where the package was built without a C compiler; fails where ``make test`` found
+    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
+    if _typed_otlp.read_attributes is _typed_otlp._attributes:
+        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
+            pytest.fail("a C compiler is at hand but otel_agentguard.replay._typed_attributes was not built")
+        pytest.skip("the package was built without a C compiler: attributes are decoded in Python")
+
+
+@pytest.fixture(params=["compiled decoder", "python decoder"], autouse=True)
+def attribute_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with each decoder of a span's attributes: the compiled one (where the
+    package was built with it) and the Python one, which is what runs without a C compiler."""
+    if request.param == "compiled decoder":
+        _skip_unless_compiled()
+    else:
+        monkeypatch.setattr(_typed_otlp, "read_attributes", _typed_otlp._attributes)
+    return str(request.param)
 
 
 def _read(path: Path, typed: bool, monkeypatch: pytest.MonkeyPatch) -> str:

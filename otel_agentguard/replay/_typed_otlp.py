@@ -15,6 +15,7 @@ recorded until the whole line has been read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -102,17 +103,18 @@ def read_line(line: bytes, path: str) -> list[ReadSpan] | None:
             line.decode("utf-8", "surrogatepass")
         request = _decode(line)
         shared: dict[str, str] = {}
-        return [_read_span(span, path, shared) for resource in request.resourceSpans or ()
+        kept = otlp._KEPT  # noqa: SLF001 - the readers' shared memory of unlisted keys
+        return [_read_span(span, path, shared, kept) for resource in request.resourceSpans or ()
                 for scope in resource.scopeSpans or () for span in scope.spans or ()]
     except _LEFT_TO_THE_REFERENCE:
         return None
 
 
-def _read_span(span: _Span, path: str, shared: dict[str, str]) -> ReadSpan:
+def _read_span(span: _Span, path: str, shared: dict[str, str], kept: dict[str, bool]) -> ReadSpan:
     """``shared``: the strings of this line kept once (the decoder makes a string per occurrence,
     and a replay keeps what it reads to the end: a trace's spans share their trace and parent ids,
-    a session's spans its id and tool names)."""
-    attrs = _attributes(span.attributes, shared)
+    a session's spans its id and tool names). ``kept``: :func:`otlp.is_read_key`'s memory."""
+    attrs = read_attributes(span.attributes, shared, kept)
     span_id = span.spanId or ""
     parent_id = span.parentSpanId or ""
     trace_id = span.traceId or ""
@@ -140,9 +142,10 @@ def _read_span(span: _Span, path: str, shared: dict[str, str]) -> ReadSpan:
     return kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run
 
 
-def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[str, Any]:
+def _attributes(items: list[_KeyValue] | None, shared: dict[str, str], kept: dict[str, bool]) -> dict[str, Any]:
     """As :func:`otlp.decode_read_attributes` decodes them (every value checked, the read ones kept);
-    the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once."""
+    the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once.
+    ``kept`` is read by the compiled twin of this function; here :func:`otlp.is_read_key` reads it."""
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
@@ -189,3 +192,18 @@ def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[s
         if wanted:
             decoded[key] = inner
     return decoded
+
+
+def _compiled_reader() -> Callable[[list[_KeyValue] | None, dict[str, str], dict[str, bool]], dict[str, Any]] | None:
+    """:func:`_attributes` compiled (``_typed_attributes.c``), when the package was built with it."""
+    try:
+        from otel_agentguard.replay import _typed_attributes
+    except ImportError:  # built without a C compiler, or a free-threaded Python: the loop above
+        return None
+    _typed_attributes.configure(_KeyValue, _AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS,
+                                otlp.is_read_key, otlp.decode_array, decode_value, UNSET)
+    return _typed_attributes.read
+
+
+#: The attributes of one span: compiled where built, else :func:`_attributes` (the reference of both).
+read_attributes = _compiled_reader() or _attributes

@@ -1,0 +1,15 @@
+from collections.abc import Callable
+from typing import Any
+
+def configure(
+    key_value_type: type,
+    any_value_type: type,
+    shared_keys: dict[str, str],
+    repeated_keys: frozenset[str],
+    is_read_key: Callable[[Any], bool],
+    decode_array: Callable[[Any], tuple[Any, ...]],
+    decode_value: Callable[[Any], Any],
+    unset: object,
+    /,
+) -> None: ...
+def read(items: list[Any] | None, shared: dict[str, str], kept: dict[str, bool], /) -> dict[str, Any]: ...

@@ -1,0 +1,125 @@
+"""The compiled decoder of a span's attributes reads every record as the Python one does.
+
+The typed reader of OTLP JSON lines (``_typed_otlp``) decodes each span's attributes from the
+records msgspec made, in C where the package was built with a C compiler
+(``replay/_typed_attributes.c``), else in Python (``_typed_otlp._attributes``). Both run on the
+same records here, from Hypothesis and from the odd values the reader tests collect: the same
+dict (values, key order, the shared strings a replay keeps once), or both leave the line to the
+reference reader. test_replay_typed_reader runs every reader test with each of the two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
+
+import msgspec
+from test_replay_fuzz import VALUES
+from test_replay_typed_reader import NEAR_USUAL_KEYS, ODD_VALUE, ODD_VALUES, USUAL_VALUE
+
+from otel_agentguard import attributes as A
+from otel_agentguard.replay import _typed_otlp, otlp
+from otel_agentguard.replay.otlp import decode_read_attributes
+
+COMPILED = _typed_otlp.read_attributes  # as chosen at import, before any test switches it
+RECORDS = msgspec.json.Decoder(list[_typed_otlp._KeyValue])
+
+ANY_KEY = st.one_of(NEAR_USUAL_KEYS, st.sampled_from(sorted(otlp.READ_KEYS)), st.text(max_size=8),
+                    st.sampled_from(["llm.input_messages.1.message.role", "gen_ai.prompt.0.content", "x"]))
+ANY_VALUE = st.one_of(USUAL_VALUE, ODD_VALUE, st.sampled_from(ODD_VALUES), VALUES)
+ATTRIBUTES = st.lists(st.fixed_dictionaries({"key": ANY_KEY}, optional={"value": ANY_VALUE}), max_size=8)
+
+
+@pytest.fixture(autouse=True)
+def compiled() -> None:
+    """Skips where the package was built without a C compiler; fails where ``make test`` found
+    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
+    if COMPILED is _typed_otlp._attributes:
+        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
+            pytest.fail("a C compiler is at hand but otel_agentguard.replay._typed_attributes was not built")
+        pytest.skip("the package was built without a C compiler: attributes are decoded in Python")
+
+
+def _outcome(decode: Any, records: Any) -> tuple[str, Any]:
+    shared: dict[str, str] = {}
+    try:
+        attrs = decode(records, shared, otlp._KEPT)
+    except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
+        return "left to the reference reader", type(exc).__name__
+    # The same values under the same keys in the same order, and the same strings shared: each
+    # read key is the one string kept for it, each repeated value the line's one copy.
+    return repr(list(attrs.items())), [
+        (key is otlp.SHARED_READ_KEYS.get(key), type(value) is str and value is shared.get(value))
+        for key, value in attrs.items()
+    ]
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ATTRIBUTES)
+def test_every_record_is_read_as_the_python_decoder_reads_it(attributes):
+    try:
+        records = RECORDS.decode(json.dumps(attributes).encode())
+    except msgspec.MsgspecError:  # not records the typed reader decodes: the reference reader reads the line
+        return
+    outcome = _outcome(COMPILED, records)
+    assert outcome == _outcome(_typed_otlp._attributes, records)
+    if outcome[0] != "left to the reference reader":  # and so the reference decoder reads them
+        assert outcome[0] == repr(list(decode_read_attributes(attributes).items()))
+
+
+@pytest.mark.parametrize("value", ODD_VALUES, ids=[json.dumps(v) for v in ODD_VALUES])
+@pytest.mark.parametrize("key", [A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_OPERATION_NAME, "http.route"])
+def test_each_odd_value_is_read_alike(key, value):
+    records = RECORDS.decode(json.dumps([{"key": key, "value": value}]).encode())
+    assert _outcome(COMPILED, records) == _outcome(_typed_otlp._attributes, records)
+
+
+def test_repeated_values_are_kept_once_and_others_not():
+    records = RECORDS.decode(json.dumps([
+        {"key": A.GEN_AI_TOOL_NAME, "value": {"stringValue": "get_order"}},
+        {"key": A.TOOL_ARGS_FINGERPRINT, "value": {"stringValue": "ab12"}},
+    ]).encode())
+    shared = {"get_order": "get_order", "ab12": "ab12"}
+    attrs = COMPILED(records, shared, otlp._KEPT)
+    assert attrs == {A.GEN_AI_TOOL_NAME: "get_order", A.TOOL_ARGS_FINGERPRINT: "ab12"}
+    assert attrs[A.GEN_AI_TOOL_NAME] is shared["get_order"]  # a tool name repeats across a trace's spans
+    assert attrs[A.TOOL_ARGS_FINGERPRINT] is not shared["ab12"]  # a fingerprint is the span's own
+
+
+def test_records_of_another_type_are_refused():
+    class Other(msgspec.Struct):
+        key: str
+        value: Any = None
+
+    with pytest.raises(TypeError):
+        COMPILED([Other("k")], {}, {})
+    with pytest.raises(TypeError):
+        COMPILED([_typed_otlp._KeyValue("k", Other("v"))], {}, {})
+
+
+def test_a_helper_that_changes_the_records_under_it_crashes_nothing(monkeypatch):
+    # Values other than strings, numbers and booleans go to Python helpers, which run Python code.
+    records = RECORDS.decode(b'[{"key":"gen_ai.response.finish_reasons","value":{"arrayValue":{"values":[]}}},'
+                             b'{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}}]')
+
+    decode_array = otlp.decode_array
+
+    def emptying(value: Any) -> tuple[Any, ...]:
+        records.clear()
+        return decode_array(value)
+
+    monkeypatch.setattr(otlp, "decode_array", emptying)
+    try:
+        _typed_otlp._compiled_reader()  # configured with the helper now in place
+        assert COMPILED(records, {}, {}) == {A.GEN_AI_RESPONSE_FINISH_REASONS: ()}
+    finally:
+        monkeypatch.undo()
+        _typed_otlp._compiled_reader()
