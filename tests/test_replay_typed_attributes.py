@@ -94,6 +94,18 @@ def test_repeated_values_are_kept_once_and_others_not():
     assert attrs[A.TOOL_ARGS_FINGERPRINT] is not shared["ab12"]  # a fingerprint is the span's own
 
 
+@pytest.mark.parametrize("array", [
+    {"values": [{"stringValue": "stop"}, {"stringValue": "tool_calls"}]}, {"values": []}, {},
+    {"values": [{"stringValue": "stop"}, {"intValue": "1"}]}, {"values": [{"stringValue": "a", "x": 1}]},
+    {"values": [{"stringValue": 5}]}, {"values": "ab"}, {"values": None}, {"values": [], "x": 1}, {"other": []},
+    {"values": [None]}, {"values": [[]]},
+])
+def test_arrays_of_strings_read_inline_and_others_alike(array):
+    records = RECORDS.decode(json.dumps([{"key": A.GEN_AI_RESPONSE_FINISH_REASONS,
+                                          "value": {"arrayValue": array}}]).encode())
+    assert _outcome(COMPILED, records) == _outcome(_typed_otlp._attributes, records)
+
+
 def test_records_of_another_type_are_refused():
     class Other(msgspec.Struct):
         key: str
@@ -106,9 +118,10 @@ def test_records_of_another_type_are_refused():
 
 
 def test_a_helper_that_changes_the_records_under_it_crashes_nothing(monkeypatch):
-    # Values other than strings, numbers and booleans go to Python helpers, which run Python code.
-    records = RECORDS.decode(b'[{"key":"gen_ai.response.finish_reasons","value":{"arrayValue":{"values":[]}}},'
-                             b'{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}}]')
+    # Values other than strings, numbers, booleans and arrays of strings go to Python helpers, which
+    # run Python code.
+    records = RECORDS.decode(b'[{"key":"gen_ai.response.finish_reasons","value":{"arrayValue":{"values":'
+                             b'[{"intValue":"1"}]}}},{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}}]')
 
     decode_array = otlp.decode_array
 
@@ -119,7 +132,7 @@ def test_a_helper_that_changes_the_records_under_it_crashes_nothing(monkeypatch)
     monkeypatch.setattr(otlp, "decode_array", emptying)
     try:
         _typed_otlp._compiled_reader()  # configured with the helper now in place
-        assert COMPILED(records, {}, {}) == {A.GEN_AI_RESPONSE_FINISH_REASONS: ()}
+        assert COMPILED(records, {}, {}) == {A.GEN_AI_RESPONSE_FINISH_REASONS: (1,)}
     finally:
         monkeypatch.undo()
         _typed_otlp._compiled_reader()

@@ -32,6 +32,7 @@ static const char *const field_names[FIELDS] = {
     "key", "value", "stringValue", "intValue", "boolValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue",
 };
 static Py_ssize_t offsets[FIELDS];
+static PyObject *s_values, *s_string; /* "values", "stringValue": the members of an array of strings */
 
 /* A record's field (new reference); an unset slot raises, as reading the attribute would. */
 static PyObject *
@@ -73,6 +74,37 @@ int64(PyObject *value)
     return number;
 }
 
+/* An arrayValue of strings only (a model's finish reasons, the keys of a tool's arguments) as the
+ * tuple otlp.decode_array makes of it: ``{"values": [{"stringValue": ...}, ...]}``. NULL without an
+ * error for any other array (decode_array reads it), with one when memory runs out. */
+static PyObject *
+strings(PyObject *array)
+{
+    if (!PyDict_CheckExact(array) || PyDict_GET_SIZE(array) != 1) {
+        return NULL;
+    }
+    PyObject *values = PyDict_GetItemWithError(array, s_values);
+    if (values == NULL || !PyList_CheckExact(values)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    PyObject *decoded = PyTuple_New(n);
+    if (decoded == NULL) {
+        return NULL;
+    }
+    /* No Python code runs in this loop: the list cannot change under it. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *member = PyList_GET_ITEM(values, i), *text;
+        if (!PyDict_CheckExact(member) || PyDict_GET_SIZE(member) != 1
+            || (text = PyDict_GetItemWithError(member, s_string)) == NULL) {
+            Py_DECREF(decoded);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(decoded, i, Py_NewRef(text));
+    }
+    return decoded;
+}
+
 /* The value of a member other than stringValue (new reference), UNSET when no member is set. */
 static PyObject *
 other_member(PyObject *value)
@@ -112,7 +144,10 @@ other_member(PyObject *value)
         return NULL;
     }
     if (inner != unset) {
-        PyObject *decoded = PyObject_CallOneArg(decode_array, inner);
+        PyObject *decoded = strings(inner);
+        if (decoded == NULL && !PyErr_Occurred()) {
+            decoded = PyObject_CallOneArg(decode_array, inner);
+        }
         Py_DECREF(inner);
         return decoded;
     }
@@ -346,5 +381,9 @@ PyInit__typed_attributes(void)
     PyErr_SetString(PyExc_ImportError, "otel_agentguard.replay._typed_attributes needs the GIL");
     return NULL;
 #endif
+    if ((s_values == NULL && (s_values = PyUnicode_InternFromString("values")) == NULL)
+        || (s_string == NULL && (s_string = PyUnicode_InternFromString("stringValue")) == NULL)) {
+        return NULL;
+    }
     return PyModule_Create(&module);
 }
