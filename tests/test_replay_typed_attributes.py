@@ -136,3 +136,31 @@ def test_a_helper_that_changes_the_records_under_it_crashes_nothing(monkeypatch)
     finally:
         monkeypatch.undo()
         _typed_otlp._compiled_reader()
+
+
+class _Plain:  # fields that are no slots (as another msgspec might make them)
+    key = value = stringValue = intValue = boolValue = doubleValue = arrayValue = kvlistValue = bytesValue = None
+
+
+class _Shifted(msgspec.Struct):  # slots, elsewhere than in the real records
+    padding: Any = None
+    key: str = ""
+    value: Any = None
+
+
+@pytest.mark.parametrize("key_value, any_value", [
+    (_Plain, _typed_otlp._AnyValue), (_typed_otlp._KeyValue, _Plain), (_Shifted, _Plain),
+])
+def test_records_it_cannot_read_through_their_slots_leave_the_python_decoder_in_place(monkeypatch, key_value,
+                                                                                     any_value):
+    records = RECORDS.decode(b'[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},'
+                             b'{"key":"gen_ai.usage.input_tokens","value":{"intValue":"7"}}]')
+    monkeypatch.setattr(_typed_otlp, "_KeyValue", key_value)
+    monkeypatch.setattr(_typed_otlp, "_AnyValue", any_value)
+    try:
+        assert _typed_otlp._compiled_reader() is None  # so read_attributes would be the Python loop
+    finally:
+        monkeypatch.undo()
+    # The refused configuration changed nothing: the module still reads the real records.
+    assert COMPILED(records, {}, {}) == {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 7}
+    assert _typed_otlp._compiled_reader() is COMPILED

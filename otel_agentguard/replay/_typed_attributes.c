@@ -312,9 +312,9 @@ read_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return decoded;
 }
 
-/* Where a record type keeps a field: its slot's offset. */
+/* Where a record type keeps a field: its slot's offset, into *offset. */
 static int
-field_offset(PyTypeObject *type, int which)
+field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
 {
     PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, field_names[which]);
     if (descriptor == NULL) {
@@ -327,7 +327,7 @@ field_offset(PyTypeObject *type, int which)
         PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, field_names[which]);
         return -1;
     }
-    offsets[which] = member->offset;
+    *offset = member->offset;
     Py_DECREF(descriptor);
     return 0;
 }
@@ -345,11 +345,14 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "expected two types, a dict and a frozenset");
         return NULL;
     }
+    /* All found before any is kept: a refused type leaves the configuration as it was. */
+    Py_ssize_t found[FIELDS];
     for (int which = 0; which < FIELDS; which++) {
-        if (field_offset((PyTypeObject *)args[which <= VALUE ? 0 : 1], which) < 0) {
+        if (field_offset((PyTypeObject *)args[which <= VALUE ? 0 : 1], which, &found[which]) < 0) {
             return NULL;
         }
     }
+    memcpy(offsets, found, sizeof(offsets));
     PyObject **slots[8] = {(PyObject **)&key_value_type, (PyObject **)&any_value_type, &shared_keys, &repeated_keys,
                            &is_read_key, &decode_array, &decode_value, &unset};
     for (int i = 0; i < 8; i++) {

@@ -200,8 +200,11 @@ def _compiled_reader() -> Callable[[list[_KeyValue] | None, dict[str, str], dict
         from otel_agentguard.replay import _typed_attributes
     except ImportError:  # built without a C compiler, or a free-threaded Python: the loop above
         return None
-    _typed_attributes.configure(_KeyValue, _AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS,
-                                otlp.is_read_key, otlp.decode_array, decode_value, UNSET)
+    try:
+        _typed_attributes.configure(_KeyValue, _AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS,
+                                    otlp.is_read_key, otlp.decode_array, decode_value, UNSET)
+    except TypeError:  # records it cannot read through their slots (another msgspec): the loop above
+        return None
     return _typed_attributes.read
 
 
