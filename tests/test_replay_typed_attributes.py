@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import pytest
@@ -80,6 +81,66 @@ def test_every_record_is_read_as_the_python_decoder_reads_it(attributes):
 def test_each_odd_value_is_read_alike(key, value):
     records = RECORDS.decode(json.dumps([{"key": key, "value": value}]).encode())
     assert _outcome(COMPILED, records) == _outcome(_typed_otlp._attributes, records)
+
+
+INT64_EDGES = [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 0, -1]
+NUMBER_TEXTS = ["\u0661\u0662\u0663", "1\u0000", "\u00a07", "+7", " 7 ", "1_000", "1__0", "0x10", "07", "", "-",
+                "9" * 5000, "1e3", "1.0", "inf", "nan", "-0", "\u0b67"]
+
+
+@pytest.mark.parametrize("member", ["intValue", "doubleValue", "boolValue"])
+@pytest.mark.parametrize("value", [*INT64_EDGES, *map(str, INT64_EDGES), *NUMBER_TEXTS],
+                         ids=lambda v: repr(v)[:24])
+def test_numbers_at_their_limits_and_in_odd_spellings_are_read_alike(member, value):
+    records = RECORDS.decode(json.dumps([{"key": A.GEN_AI_USAGE_INPUT_TOKENS, "value": {member: value}}]).encode())
+    assert _outcome(COMPILED, records) == _outcome(_typed_otlp._attributes, records)
+
+
+LEAK_CASES = [
+    {"arrayValue": {"values": [{"stringValue": "stop"}, {"stringValue": "tool_calls"}]}},
+    {"arrayValue": {"values": [{"stringValue": "stop"}, {"intValue": "1"}]}},
+    {"arrayValue": {"values": [{"stringValue": "stop"}, {"intValue": "x"}]}},
+    {"kvlistValue": {"values": [{"key": "a", "value": {"stringValue": "b"}}]}},
+    {"intValue": "99999999999999999999"}, {"intValue": 7}, {"doubleValue": "x"}, {"boolValue": 1},
+    {"stringValue": "chat"}, {"bytesValue": "!!"}, None,
+]
+
+
+@pytest.mark.parametrize("value", LEAK_CASES, ids=json.dumps)
+@pytest.mark.parametrize("key", [A.GEN_AI_RESPONSE_FINISH_REASONS, A.GEN_AI_OPERATION_NAME, "http.route"])
+def test_reading_holds_on_to_nothing(key, value):
+    # Every reference the decoder takes, on every path (errors included), it gives back.
+    records = RECORDS.decode(json.dumps([{"key": key, "value": value}]).encode())
+    record = records[0]
+    watched = [records, record, record.key, record.value]
+    if record.value is not None:
+        members = [getattr(record.value, name) for name in record.value.__struct_fields__]
+        watched += [member for member in members if member is not msgspec.UNSET]
+        array = record.value.arrayValue
+        if isinstance(array, dict):
+            watched += [array["values"], *array["values"], *(m.get("stringValue") for m in array["values"])]
+
+    def read_often() -> None:
+        for _ in range(50):
+            try:
+                COMPILED(records, {}, otlp._KEPT)
+            except _typed_otlp._LEFT_TO_THE_REFERENCE:
+                pass
+
+    read_often()  # the first reads fill the memory of unlisted keys
+    before = [sys.getrefcount(x) for x in watched]
+    read_often()
+    assert [sys.getrefcount(x) for x in watched] == before
+
+
+def test_a_key_of_a_str_subclass_is_read_as_the_python_decoder_reads_it():
+    class Key(str):
+        pass
+
+    for key in ("http.route", A.GEN_AI_OPERATION_NAME):
+        records = [_typed_otlp._KeyValue(Key(key), _typed_otlp._AnyValue(stringValue="v"))]
+        otlp.is_read_key(key)  # the memory of unlisted keys knows the plain string
+        assert _outcome(COMPILED, records) == _outcome(_typed_otlp._attributes, records)
 
 
 def test_repeated_values_are_kept_once_and_others_not():
@@ -164,3 +225,28 @@ def test_records_it_cannot_read_through_their_slots_leave_the_python_decoder_in_
     # The refused configuration changed nothing: the module still reads the real records.
     assert COMPILED(records, {}, {}) == {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 7}
     assert _typed_otlp._compiled_reader() is COMPILED
+
+
+def test_a_helper_that_configures_the_module_anew_frees_nothing_still_in_use():
+    # The key an attribute is kept under is held through the helpers a value is handed to: one
+    # that drops the configuration (and so the only reference to that key) crashes nothing.
+    from otel_agentguard.replay import _typed_attributes
+
+    def configure(shared_keys: dict[str, str], decode_value: Any) -> None:
+        _typed_attributes.configure(_typed_otlp._KeyValue, _typed_otlp._AnyValue, shared_keys,
+                                    otlp.REPEATED_VALUE_KEYS, otlp.is_read_key, otlp.decode_array, decode_value,
+                                    msgspec.UNSET)
+
+    def reconfiguring(value: Any) -> Any:
+        configure(dict(otlp.SHARED_READ_KEYS), otlp.decode_value)
+        _ = ["x" * 40 + str(i) for i in range(1000)]  # takes the memory freed, were anything freed
+        return otlp.decode_value(value)
+
+    key = "".join(["only", ".", "key"])  # a string no other object holds
+    configure({key: key}, reconfiguring)
+    del key
+    try:
+        records = RECORDS.decode(b'[{"key":"only.key","value":{"kvlistValue":{"values":[]}}}]')
+        assert COMPILED(records, {}, {}) == {"only.key": {}}
+    finally:
+        assert _typed_otlp._compiled_reader() is COMPILED

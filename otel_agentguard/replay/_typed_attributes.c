@@ -87,21 +87,27 @@ strings(PyObject *array)
     if (values == NULL || !PyList_CheckExact(values)) {
         return NULL;
     }
+    Py_INCREF(values);
     Py_ssize_t n = PyList_GET_SIZE(values);
     PyObject *decoded = PyTuple_New(n);
-    if (decoded == NULL) {
+    /* Making the tuple may collect garbage, and a finaliser run Python code: the list is held,
+     * and read only if it kept its length. No Python code runs in the loop below. */
+    if (decoded == NULL || PyList_GET_SIZE(values) != n) {
+        Py_XDECREF(decoded);
+        Py_DECREF(values);
         return NULL;
     }
-    /* No Python code runs in this loop: the list cannot change under it. */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *member = PyList_GET_ITEM(values, i), *text;
         if (!PyDict_CheckExact(member) || PyDict_GET_SIZE(member) != 1
             || (text = PyDict_GetItemWithError(member, s_string)) == NULL) {
             Py_DECREF(decoded);
+            Py_DECREF(values);
             return NULL;
         }
         PyTuple_SET_ITEM(decoded, i, Py_NewRef(text));
     }
+    Py_DECREF(values);
     return decoded;
 }
 
@@ -176,26 +182,28 @@ other_member(PyObject *value)
     return Py_NewRef(Py_None); /* an empty value */
 }
 
-/* Whether an attribute is kept, and the key to keep it under (borrowed from the record or
- * from shared_keys, which outlive the call). -1 on error. */
+/* Whether an attribute is kept, and the key to keep it under (a new reference in *kept_key:
+ * helpers called later run Python code, which could configure this module anew). -1 on error. */
 static int
 wanted_key(PyObject *key, PyObject *kept, PyObject **kept_key)
 {
     PyObject *shared = PyDict_GetItemWithError(shared_keys, key);
     if (shared != NULL) {
-        *kept_key = shared;
+        *kept_key = Py_NewRef(shared);
         return 1;
     }
     if (PyErr_Occurred()) {
         return -1;
     }
-    *kept_key = key;
-    PyObject *known = PyDict_GetItemWithError(kept, key); /* otlp._KEPT, which is_read_key fills */
-    if (known == Py_True || known == Py_False) {
-        return known == Py_True;
-    }
-    if (PyErr_Occurred()) {
-        return -1;
+    *kept_key = Py_NewRef(key);
+    if (PyUnicode_CheckExact(key)) { /* is_read_key keeps any other key, whatever it equals */
+        PyObject *known = PyDict_GetItemWithError(kept, key); /* otlp._KEPT, which is_read_key fills */
+        if (known == Py_True || known == Py_False) {
+            return known == Py_True;
+        }
+        if (PyErr_Occurred()) {
+            return -1;
+        }
     }
     PyObject *answer = PyObject_CallOneArg(is_read_key, key);
     if (answer == NULL) {
@@ -218,7 +226,7 @@ read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
     if (key == NULL) {
         return -1;
     }
-    PyObject *kept_key;
+    PyObject *kept_key = NULL;
     int wanted = wanted_key(key, kept, &kept_key);
     int result = -1;
     PyObject *value = NULL, *inner = NULL;
@@ -270,6 +278,7 @@ read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
 done:
     Py_XDECREF(inner);
     Py_XDECREF(value);
+    Py_XDECREF(kept_key);
     Py_DECREF(key);
     return result;
 }

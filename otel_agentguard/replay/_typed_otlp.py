@@ -145,7 +145,8 @@ def _read_span(span: _Span, path: str, shared: dict[str, str], kept: dict[str, b
 def _attributes(items: list[_KeyValue] | None, shared: dict[str, str], kept: dict[str, bool]) -> dict[str, Any]:
     """As :func:`otlp.decode_read_attributes` decodes them (every value checked, the read ones kept);
     the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once.
-    ``kept`` is read by the compiled twin of this function; here :func:`otlp.is_read_key` reads it."""
+    ``kept`` must be ``otlp._KEPT``, the memory :func:`otlp.is_read_key` fills: the compiled twin of
+    this function reads it directly, this one through that function."""
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
@@ -203,7 +204,7 @@ def _compiled_reader() -> Callable[[list[_KeyValue] | None, dict[str, str], dict
     try:
         _typed_attributes.configure(_KeyValue, _AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS,
                                     otlp.is_read_key, otlp.decode_array, decode_value, UNSET)
-    except TypeError:  # records it cannot read through their slots (another msgspec): the loop above
+    except (TypeError, AttributeError):  # records it cannot read through their slots (another msgspec)
         return None
     return _typed_attributes.read
 
