@@ -111,75 +111,55 @@ strings(PyObject *array)
     return decoded;
 }
 
-/* The value of a member other than stringValue (new reference), UNSET when no member is set. */
+/* A member's value as the Python function converts it (new reference). */
+static PyObject *
+converted(int member, PyObject *inner)
+{
+    switch (member) {
+    case INT:
+        return int64(inner);
+    case BOOL: {
+        int truth = PyObject_IsTrue(inner);
+        return truth < 0 ? NULL : Py_NewRef(truth ? Py_True : Py_False);
+    }
+    case DOUBLE:
+        return PyNumber_Float(inner); /* what float(x) calls */
+    case ARRAY: {
+        PyObject *decoded = strings(inner);
+        return decoded != NULL || PyErr_Occurred() ? decoded : PyObject_CallOneArg(decode_array, inner);
+    }
+    default: { /* decode_value({member: inner}), as the Python function calls it */
+        PyObject *wrapped = PyDict_New();
+        if (wrapped == NULL || PyDict_SetItemString(wrapped, field_names[member], inner) < 0) {
+            Py_XDECREF(wrapped);
+            return NULL;
+        }
+        PyObject *decoded = PyObject_CallOneArg(decode_value, wrapped);
+        Py_DECREF(wrapped);
+        return decoded;
+    }
+    }
+}
+
+/* The value of the first member set after stringValue, in the reference reader's precedence
+ * (new reference); None when none is set (an empty value). */
 static PyObject *
 other_member(PyObject *value)
 {
-    PyObject *inner = field(value, INT);
-    if (inner == NULL) {
-        return NULL;
-    }
-    if (inner != unset) {
-        PyObject *number = int64(inner);
-        Py_DECREF(inner);
-        return number;
-    }
-    Py_DECREF(inner);
-    inner = field(value, BOOL);
-    if (inner == NULL) {
-        return NULL;
-    }
-    if (inner != unset) {
-        int truth = PyObject_IsTrue(inner);
-        Py_DECREF(inner);
-        return truth < 0 ? NULL : Py_NewRef(truth ? Py_True : Py_False);
-    }
-    Py_DECREF(inner);
-    inner = field(value, DOUBLE);
-    if (inner == NULL) {
-        return NULL;
-    }
-    if (inner != unset) {
-        PyObject *number = PyNumber_Float(inner); /* what float(x) calls */
-        Py_DECREF(inner);
-        return number;
-    }
-    Py_DECREF(inner);
-    inner = field(value, ARRAY);
-    if (inner == NULL) {
-        return NULL;
-    }
-    if (inner != unset) {
-        PyObject *decoded = strings(inner);
-        if (decoded == NULL && !PyErr_Occurred()) {
-            decoded = PyObject_CallOneArg(decode_array, inner);
-        }
-        Py_DECREF(inner);
-        return decoded;
-    }
-    Py_DECREF(inner);
-    const int members[2] = {KVLIST, BYTES};
-    for (int i = 0; i < 2; i++) {
-        inner = field(value, members[i]);
+    static const int precedence[] = {INT, BOOL, DOUBLE, ARRAY, KVLIST, BYTES};
+    for (size_t i = 0; i < sizeof(precedence) / sizeof(precedence[0]); i++) {
+        PyObject *inner = field(value, precedence[i]);
         if (inner == NULL) {
             return NULL;
         }
         if (inner != unset) {
-            /* decode_value({member: inner}), as the Python function calls it */
-            PyObject *wrapped = PyDict_New();
-            if (wrapped == NULL || PyDict_SetItemString(wrapped, field_names[members[i]], inner) < 0) {
-                Py_XDECREF(wrapped);
-                Py_DECREF(inner);
-                return NULL;
-            }
+            PyObject *decoded = converted(precedence[i], inner);
             Py_DECREF(inner);
-            PyObject *decoded = PyObject_CallOneArg(decode_value, wrapped);
-            Py_DECREF(wrapped);
             return decoded;
         }
         Py_DECREF(inner);
     }
-    return Py_NewRef(Py_None); /* an empty value */
+    return Py_NewRef(Py_None);
 }
 
 /* Whether an attribute is kept, and the key to keep it under (a new reference in *kept_key:
