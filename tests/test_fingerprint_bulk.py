@@ -8,13 +8,13 @@ from __future__ import annotations
 import enum
 import json
 import math
-import os
 import re
 import sys
 import weakref
 from typing import Any
 
 import pytest
+from compiled_modules import skip_unless_built
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -95,12 +95,8 @@ def _walks(value: Any, text_left: int | None = None) -> tuple[_Walk, _Walk]:
 
 
 def _skip_unless_compiled() -> None:
-    """Skips where the package was built without a C compiler; fails where ``make test`` found
-    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
-    if _plain_json._compiled_check is None:
-        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
-            pytest.fail("a C compiler is at hand but otel_agentguard._plain_check was not built")
-        pytest.skip("the package was built without a C compiler: the check runs in Python")
+    skip_unless_built(_plain_json._compiled_check is not None, "otel_agentguard._plain_check",
+                      "the check runs in Python")
 
 
 def _use_check(which: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,6 @@ reference reader. test_replay_typed_reader runs every reader test with each of t
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
 
 import msgspec
+from compiled_modules import skip_unless_built
 from test_replay_fuzz import VALUES
 from test_replay_typed_reader import NEAR_USUAL_KEYS, ODD_VALUE, ODD_VALUES, USUAL_VALUE
 
@@ -40,12 +40,8 @@ ATTRIBUTES = st.lists(st.fixed_dictionaries({"key": ANY_KEY}, optional={"value":
 
 @pytest.fixture(autouse=True)
 def compiled() -> None:
-    """Skips where the package was built without a C compiler; fails where ``make test`` found
-    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
-    if COMPILED is _typed_otlp._attributes:
-        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
-            pytest.fail("a C compiler is at hand but otel_agentguard.replay._typed_attributes was not built")
-        pytest.skip("the package was built without a C compiler: attributes are decoded in Python")
+    skip_unless_built(COMPILED is not _typed_otlp._attributes, "otel_agentguard.replay._typed_attributes",
+                      "attributes are decoded in Python")
 
 
 def _outcome(decode: Any, records: Any) -> tuple[str, Any]:

@@ -9,7 +9,6 @@ package's own exporter on real SDK spans, from hand-picked odd values and from H
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
 
+from compiled_modules import skip_unless_built
 from test_replay_fuzz import OTLP_DOCUMENT, VALUES
 
 from otel_agentguard import attributes as A
@@ -38,12 +38,8 @@ POLICY = coerce_policy(None)
 
 
 def _skip_unless_compiled() -> None:
-    """Skips where the package was built without a C compiler; fails where ``make test`` found
-    one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), since then the build went wrong."""
-    if _typed_otlp.read_attributes is _typed_otlp._attributes:
-        if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
-            pytest.fail("a C compiler is at hand but otel_agentguard.replay._typed_attributes was not built")
-        pytest.skip("the package was built without a C compiler: attributes are decoded in Python")
+    skip_unless_built(_typed_otlp.read_attributes is not _typed_otlp._attributes,
+                      "otel_agentguard.replay._typed_attributes", "attributes are decoded in Python")
 
 
 @pytest.fixture(params=["compiled decoder", "python decoder"], autouse=True)

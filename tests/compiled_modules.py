@@ -1,0 +1,21 @@
+"""What a test of an optional compiled module does when that module is missing (tests helper).
+
+The package builds its C modules only where a C compiler is at hand. Without one, their tests
+skip; where ``make test`` found one (``AGENTGUARD_TEST_REQUIRE_COMPILED=1``), a missing module
+means the build went wrong, and its tests fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def skip_unless_built(built: bool, module: str, without_it: str) -> None:
+    """Skip (or fail, see above) unless ``module`` was built; ``without_it``: what runs instead."""
+    if built:
+        return
+    if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
+        pytest.fail(f"a C compiler is at hand but {module} was not built")
+    pytest.skip(f"the package was built without a C compiler: {without_it}")
