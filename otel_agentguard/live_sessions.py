@@ -3,7 +3,8 @@
 Steps arrive as their spans end, in any order and from any thread; each
 session's :class:`~otel_agentguard.judge.SequenceBuffer` puts them back in
 sequence order before its judge sees them. A session ends at its session
-span's end, at its final answer when it has no session span, when it is
+span's end, at its final answer when it has no session span, with its trace
+when no id names it and the trace's root span is one of its steps, when it is
 evicted (idle, or the store is full) and at shutdown; its verdict is written
 once, by :mod:`otel_agentguard.verdict_writer`.
 """
@@ -176,11 +177,19 @@ class LiveSessions:
             self._metrics.stall(alert, profile)
 
     # --- ending --------------------------------------------------------------------------------
-    def close(self, session: LiveSession, *, error: bool = False) -> Verdict | None:
-        """End a live session now (its session span ends, or its final answer came)."""
+    def close(self, session: LiveSession, *, error: bool = False, unfinished: bool = False) -> Verdict | None:
+        """End a live session now (its session span ends, its final answer came, or its trace ended)."""
         if self.store.pop(session.session_id) is not session:
             return None  # already ended (or never live)
-        return self.end(session, error=error)
+        return self.end(session, error=error, unfinished=unfinished)
+
+    def trace_over(self, session: LiveSession) -> None:
+        """The session's trace ended here with its root span, one of the session's steps (a
+        model or tool call made outside any other span), and no id names the session: nothing
+        can add to it, so it ends now, with the verdict eviction would have given it later.
+        Unless another of its steps still runs, or a stop waits for the wrapper to raise it."""
+        if session.running <= 0 and not session.stop_pending():
+            self.close(session, unfinished=True)
 
     def end_all(self) -> None:
         for session in self.store.drain():
@@ -214,7 +223,7 @@ class LiveSessions:
             if on_span:
                 self._verdicts.on_session_span(span, verdict, raised)
         self.count(raised, verdict.profile)
-        if not on_span and wants_verdict_span(session, verdict):
+        if not on_span and wants_verdict_span(session, verdict, len(unanswered)):
             self._verdicts.verdict_span(session, verdict, [*session.pending_alerts, *raised])
         self._metrics.session_ended(verdict)
         with self._counters_lock:

@@ -229,7 +229,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if is_session_span and session.session_span is None:
             session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
         if kind is not None:
-            stamps[A.SEQUENCE] = session.sequence.next()
+            stamps[A.SEQUENCE] = session.start_step()
         if stamps:
             stamp_starting(span, stamps)
 
@@ -254,8 +254,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
         kind = None if duplicate else step_kind(attrs)
         if kind is None and sequence is None:
             return
-        if sequence is not None and sequence < session.first_sequence:
-            return  # a straggler of an earlier run of this session id
+        if sequence is not None:
+            if sequence < session.first_sequence:
+                return  # a straggler of an earlier run of this session id
+            session.step_span_ended()
         if kind is None:
             assert sequence is not None  # neither a step nor numbered returned above
             self._sessions.skip(session, sequence)
@@ -273,6 +275,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             self._sessions.skip(session, sequence)
             return
         self._sessions.step_ended(session, kind, step, attrs, span)
+        if session.implicit and span.parent is None:  # a step that was its trace's root: the trace is over
+            self._sessions.trace_over(session)
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:

@@ -54,11 +54,14 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
         session.pending_alerts += tuple(alerts)
 
 
-def wants_verdict_span(session: LiveSession, verdict: Verdict) -> bool:
+def wants_verdict_span(session: LiveSession, verdict: Verdict, unanswered: int = 0) -> bool:
     """Model calls alone, outside any session (no session id anywhere, no tool step, no
-    alert), are no agent run worth a span of its own: their verdict goes to the metrics only."""
+    alert), are no agent run worth a span of its own: their verdict goes to the metrics only.
+    Tool calls a model asked for that no span answered (``unanswered``, judged as steps at the
+    end) do not make one: nothing shows they ran."""
     totals = session.judge.totals
-    tool_steps = totals.steps - (1 if totals.final else 0)  # steps count tool calls and the final answer
+    # Steps count tool calls and the final answer.
+    tool_steps = totals.steps - (1 if totals.final else 0) - unanswered
     return not session.implicit or bool(verdict.alerts) or session.interrupt is not None or tool_steps > 0
 
 

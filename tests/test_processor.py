@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import threading
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -271,6 +274,113 @@ def test_evicted_sessions_end_as_abandoned_and_are_counted():
     # shutdown ends the two still open, also as abandoned
     counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
     assert counted == {"abandoned": 3}
+
+
+def test_a_lone_call_ends_its_session_with_its_trace():
+    with GuardedTracing() as tracing:
+        _, get_order, _ = make_tools(tracing)
+        tracing.record_model_call(tool_calls=2)  # its trace's root: no session id, nothing can follow
+        assert tracing.processor.live_session_count() == 0  # not left to eviction
+        get_order("A1")  # the same for a tool called outside any span
+        assert tracing.processor.live_session_count() == 0
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 2}  # as eviction judges them
+        verdict_spans = [s for s in tracing.spans() if s.name == "agentguard.verdict"]
+        assert [(s.attributes[A.STOP_REASON], s.attributes[A.STEPS]) for s in verdict_spans] == [("abandoned", 1)]
+
+
+def test_a_session_whose_trace_root_is_no_step_of_it_stays_open():
+    with GuardedTracing() as tracing:
+        _, get_order, _ = make_tools(tracing)
+        with tracing.tracer.start_as_current_span("request"):  # its work may outlive it, between steps
+            get_order("A1")
+        assert tracing.processor.live_session_count() == 1
+        tracing.tracer.start_span("execute_tool get_order", attributes={  # a root step of a named session
+            A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "get_order", A.SESSION_ID: "named"}).end()
+        assert "named" in tracing.processor.live_session_ids()  # it may go on in another trace
+        remote = trace.SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=trace.TraceFlags(1))
+        with _detached(), trace.use_span(trace.NonRecordingSpan(remote)):
+            get_order("A2")  # a remote parent's child is no root: its trace may come back here
+        assert trace.format_trace_id(0xABC) in tracing.processor.live_session_ids()
+        assert tracing.processor.live_session_count() == 3
+
+
+@contextlib.contextmanager
+def _detached():
+    token = otel_context.attach(otel_context.Context())
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def test_a_step_still_running_when_its_trace_root_ends_keeps_the_session():
+    with GuardedTracing() as tracing:
+        with tracing.tracer.start_as_current_span("execute_tool research", attributes={
+                A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research"}):
+            inner = tracing.tracer.start_span(  # a sub-agent's call that outlives the tool
+                "chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        assert tracing.processor.live_session_count() == 1
+        inner.end()
+        assert tracing.processor.live_session_count() == 1  # no trigger left: eviction, as before
+        with trace.use_span(inner):
+            tracing.record_model_call(final_claims=())
+        assert tracing.processor.live_session_count() == 0
+        assert tracing.session_span(trace.format_trace_id(inner.get_span_context().trace_id)).attributes[
+            A.STOP_REASON] == "completed"
+
+
+def test_steps_that_end_without_running_leave_the_count_balanced():
+    with GuardedTracing() as tracing:
+        with tracing.tracer.start_as_current_span("execute_tool research", attributes={
+                A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research"}):
+            # numbered at start, no step at its end: skipped
+            numbered = tracing.tracer.start_span("execute_tool x", attributes={
+                A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "x"})
+            numbered.set_attribute(A.GEN_AI_OPERATION_NAME, "not a step any more")
+            numbered.end()
+            # the same call seen by a second instrumentation: a duplicate, never numbered
+            with tracing.tracer.start_as_current_span("execute_tool research", attributes={
+                    A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research"}):
+                pass
+        assert tracing.processor.live_session_count() == 0
+
+
+def test_a_stop_waiting_to_be_raised_keeps_the_lone_call_session():
+    policy = parse_policy("""
+version = "t"
+[tools.refund]
+effect = "write"
+""")
+    with GuardedTracing(policy, mode="enforce") as tracing:
+        with tracing.tracer.start_as_current_span("chat gpt-4o", attributes={
+                A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ["stop"],
+                A.FINAL_CLAIMS: ["write"]}) as call:
+            session_id = trace.format_trace_id(call.get_span_context().trace_id)
+        assert tracing.processor.live_session_ids() == [session_id]  # the wrapper raises it after the span
+        with pytest.raises(ag.AgentStopped) as stopped:
+            tracing.processor.after_model_call(session_id, 0, ())
+        assert stopped.value.stop_reason == "fake_completion"
+
+
+def test_tool_calls_a_lone_model_call_asked_for_make_no_verdict_span():
+    asked = {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ["tool_calls"],
+             A.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [
+                 {"type": "tool_call", "id": "c1", "name": "get_order", "arguments": {"order": "A1"}},
+                 {"type": "tool_call", "id": "c2", "name": "refund", "arguments": {"order": "A1"}}]}])}
+    with GuardedTracing() as tracing:
+        _, get_order, _ = make_tools(tracing)
+        tracing.tracer.start_span("chat gpt-4o", attributes=asked).end()  # its trace's root: the run is over
+        assert tracing.processor.live_session_count() == 0
+        assert not [s for s in tracing.spans() if s.name == "agentguard.verdict"]  # nothing shows the tools ran
+        steps = tracing.metric_points(A.METRIC_SESSION_STEPS)
+        assert sum(point.sum for _, point in steps) == 2  # the asked-for calls are still judged as steps
+        with tracing.tracer.start_as_current_span("request"):
+            tracing.tracer.start_span("chat gpt-4o", attributes=asked).end()
+            get_order("A1")  # one call ran: an agent run, worth its verdict span
+        tracing.processor.shutdown()  # ends it (the request's end does not)
+        verdicts = [s for s in tracing.spans() if s.name == "agentguard.verdict"]
+        assert [(s.attributes[A.STOP_REASON], s.attributes[A.STEPS]) for s in verdicts] == [("abandoned", 2)]
 
 
 def test_a_failing_probe_never_reaches_the_application(monkeypatch):
