@@ -62,7 +62,7 @@ def test_after_several_installs_the_most_recent_provider_is_the_default(private_
     assert first_spans.get_finished_spans() == ()
     assert [span.name for span in second_spans.get_finished_spans()] == ["execute_tool lookup", "invoke_agent"]
     ag.install(tracer_provider=first)  # installing again makes it the most recent again
-    lookup("A2")  # a lone call: its verdict ends with it, and goes to the same provider
+    lookup("A2")  # a lone call: its session ends with it, and its verdict span goes to that provider
     assert [span.name for span in first_spans.get_finished_spans()] == ["execute_tool lookup", "agentguard.verdict"]
     second.shutdown()
 
