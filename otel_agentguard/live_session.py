@@ -65,18 +65,22 @@ class LiveSession:
         # Tool calls only a model span recorded: made when a span first names one (most sessions' never do).
         self.derived: DerivedTools | None = None
         self.last_response_id: str | None = None  # of the last model step: a second span of it is no step
-        self.running = 0  # step spans numbered at their start that have not ended yet
+        # Step spans numbered at their start that have not ended yet, counted only where it is read:
+        # in a session no id names, which may end with its trace (see LiveSessions.trace_over).
+        self.running = 0
 
     def start_step(self) -> int:
         """The sequence number of a step span starting now; it runs until :meth:`step_span_ended`."""
         with _numbering:
-            self.running += 1
+            if self.implicit:
+                self.running += 1
             self.sequence.last += 1
             return self.sequence.last
 
     def step_span_ended(self) -> None:
-        with _numbering:  # the lock start_step counts under, so no count is lost between threads
-            self.running -= 1
+        if self.implicit:  # else never counted: a named session need not take the lock again
+            with _numbering:  # the lock start_step counts under, so no count is lost between threads
+                self.running -= 1
 
     def span_open(self) -> bool:
         return self.session_span is not None and self.session_span.is_recording()
