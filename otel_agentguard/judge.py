@@ -46,6 +46,15 @@ class Verdict:
         return self.labels.get(sequence, str(sequence))
 
 
+def _verdict(**fields: object) -> Verdict:
+    """A :class:`Verdict` of every field, made without the frozen dataclass's ``__init__``,
+    which sets its eleven fields one ``object.__setattr__`` call at a time (several
+    microseconds, paid by every session, most of them a lone model call)."""
+    verdict = object.__new__(Verdict)
+    verdict.__dict__.update(fields)
+    return verdict
+
+
 def choose_stop_reason(
     alerts: tuple[Alert, ...] | list[Alert],
     *,
@@ -59,9 +68,9 @@ def choose_stop_reason(
     explicit finish, completed; a session that just stopped is abandoned."""
     if interrupt:
         return interrupt
-    if any(alert.probe == A.FAKE_COMPLETION for alert in alerts):
-        return A.FAKE_COMPLETION
     if alerts:
+        if any(alert.probe == A.FAKE_COMPLETION for alert in alerts):
+            return A.FAKE_COMPLETION
         return alerts[0].probe
     if error:
         return A.ERROR
@@ -216,7 +225,7 @@ class SessionJudge:
         final answer seen earlier does not make it ``completed``."""
         totals = self.totals
         end = max(end_ns, self._last_end_ns)
-        return Verdict(
+        return _verdict(
             session_id=self.session_id,
             stop_reason=choose_stop_reason(
                 self._alerts or (),

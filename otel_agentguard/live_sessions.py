@@ -7,6 +7,14 @@ span's end, at its final answer when it has no session span, with its trace
 when no id names it and the trace's root span is one of its steps, when it is
 evicted (idle, or the store is full) and at shutdown; its verdict is written
 once, by :mod:`otel_agentguard.verdict_writer`.
+
+A lone call (a model or tool call made outside any span, with no session id
+anywhere: its trace's root span and its only step, as most direct SDK calls
+are) opens no session in observe mode. Its span is numbered 1 at its start
+(its trace is new) and remembered; at its end its one step is judged on its
+own, with the verdict and metrics its session would have had. Only when a
+step starts inside it (an agent nested in a tool) does it become a session
+like any other, which then counts on from its step 1.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ from otel_agentguard.tool_calls import records_requested_calls
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
+# Lone calls running at once (beyond it the oldest is forgotten, and its step is not judged).
+_MAX_LONE_CALLS = 10_000
+# What a running lone call's session would be opened with: its start time, profile and task type
+# (a plain tuple of atoms, which the garbage collector stops tracking; never the span itself).
+LoneCall = tuple[int, Any, Any]
 _NO_ALERTS: list[Alert] = []  # never written: what judging no step raised
 
 
@@ -52,9 +65,12 @@ class LiveSessions:
         self._limits = (max_sessions, idle_timeout_s)
         self.store = self._new_store()
         self.payloads = PayloadFingerprints()  # raw tool payloads of foreign spans, fingerprinted once
-        # Counters of ended sessions, so a session id that comes back keeps counting (bounded).
-        self._counters: OrderedDict[str, SequenceCounter] = OrderedDict()
-        self._counters_lock = threading.Lock()
+        # Counters of ended sessions, so a session id that comes back keeps counting (bounded): a
+        # lone call's is its last number alone, an int the garbage collector does not track.
+        self._counters: OrderedDict[str, SequenceCounter | int] = OrderedDict()
+        self._counters_lock = threading.Lock()  # also guards the lone calls' claims
+        # Running lone calls by session id, until a step inside one claims it for a session.
+        self.lone: dict[str, LoneCall | LiveSession] = {}
 
     def _new_store(self) -> SessionStore[LiveSession]:
         max_sessions, idle_timeout_s = self._limits
@@ -66,6 +82,7 @@ class LiveSessions:
         self.store = self._new_store()
         self._counters = OrderedDict()
         self._counters_lock = threading.Lock()
+        self.lone = {}
 
     def get(self, session_id: str) -> LiveSession | None:
         return self.store.get(session_id)
@@ -79,23 +96,103 @@ class LiveSessions:
         """The live session ``session_id``, opened now if it is not live yet."""
         session = self.store.get(session_id)
         if session is None:  # built outside the store's lock: a session reads the policy and may log
-            session = self.store.add(session_id, self._new_session(session_id, attrs, parent_context, start_ns,
-                                                                   implicit))
+            session = (self._claim_lone_call(session_id) if session_id in self.lone else None) or \
+                self._new_session(session_id, attrs, parent_context, start_ns, implicit)
+            session = self.store.add(session_id, session)
         return session
 
     def _new_session(self, session_id: str, attrs: Mapping[str, Any], parent_context: Any, start_ns: int,
-                     implicit: bool) -> LiveSession:
+                     implicit: bool, sequence: SequenceCounter | None = None) -> LiveSession:
         # An implicit session has no session in its context: none encloses it.
         enclosing = None if implicit else enclosing_session(parent_context)
         profile = attrs.get(A.PROFILE) or (enclosing.profile if enclosing else None)
         task_type = attrs.get(A.TASK_TYPE) or (enclosing.task_type if enclosing else None)
         chosen = self.policy.resolve_profile(profile, task_type)
-        with self._counters_lock:
-            sequence = self._counters.pop(session_id, None) or SequenceCounter()
+        if sequence is None:
+            with self._counters_lock:
+                remembered = self._counters.pop(session_id, 0)
+            sequence = remembered if isinstance(remembered, SequenceCounter) else SequenceCounter(remembered)
         enforcer = Enforcer(self.policy.escalation) if self._enforcing else None
         # Only enforce mode names the last actions (in a stop's breakpoint).
         judge = SessionJudge(session_id, self.policy, chosen, start_ns=start_ns, last_actions=self._enforcing)
         return LiveSession(session_id, judge, sequence, enforcer, implicit)
+
+    # --- lone calls -------------------------------------------------------------------------
+    def start_lone_call(self, session_id: str, attrs: Mapping[str, Any], start_ns: int) -> int | None:
+        """A step span starting as its trace's root, with no session anywhere: its sequence
+        number (1), or None when its session id is known already (a trace id reused), and it
+        opens a session as any step does."""
+        if session_id in self.lone or session_id in self._counters or self.store.peek(session_id) is not None:
+            return None
+        lone = self.lone
+        lone[session_id] = (start_ns, attrs.get(A.PROFILE), attrs.get(A.TASK_TYPE))
+        if len(lone) > _MAX_LONE_CALLS:
+            with self._counters_lock:
+                if len(lone) > _MAX_LONE_CALLS:
+                    lone.pop(next(iter(lone)))
+        return 1
+
+    def _claim_lone_call(self, session_id: str) -> LiveSession | None:
+        """A step starts inside a running lone call: the session the lone call would have
+        opened at its start, its step 1 running (None once the lone call has ended)."""
+        entry = self.lone.get(session_id)
+        if entry is None or isinstance(entry, LiveSession):
+            return entry
+        claim = self._lone_call_session(session_id, entry, None)
+        with self._counters_lock:
+            entry = self.lone.get(session_id)
+            if entry is None:  # it ended meanwhile, judged alone: a new session counts on after it
+                return None
+            if isinstance(entry, LiveSession):  # another step claimed it first
+                return entry
+            self.lone[session_id] = claim
+        return claim
+
+    def lone_call_ended(self, session_id: str, stored: LiveSession | None) -> LiveSession | LoneCall | None:
+        """A lone call's span ended: the session that claimed it (or one stored under its id)
+        to judge its step in; else the lone call, for the caller to judge alone; else None
+        (forgotten, or ended at shutdown)."""
+        with self._counters_lock:
+            entry = self.lone.pop(session_id, None)
+            if stored is None and entry is not None and not isinstance(entry, LiveSession):
+                self._counters[session_id] = 1  # a late span of its trace counts on from 2
+                if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
+                    self._counters.popitem(last=False)
+        return stored or entry
+
+    def lone_call_session(self, session_id: str, call: LoneCall) -> LiveSession:
+        """The session an ended lone call would have opened, stored: for a step judging alone
+        would not fit (one that names tool calls to derive, or no step after all)."""
+        return self.store.add(session_id, self._lone_call_session(session_id, call, SequenceCounter()))
+
+    def _lone_call_session(self, session_id: str, call: LoneCall, sequence: SequenceCounter | None) -> LiveSession:
+        """The session a lone call would have opened at its start, its step 1 running."""
+        start_ns, profile, task_type = call
+        session = self._new_session(session_id, {A.PROFILE: profile, A.TASK_TYPE: task_type}, None, start_ns,
+                                    implicit=True, sequence=sequence)
+        session.start_step()  # the lone call's own step, numbered 1 at its start
+        return session
+
+    @staticmethod
+    def judged_alone(kind: str | None, attrs: Mapping[str, Any]) -> bool:
+        """Whether a lone call's step needs no session: a step that names no tool call a later
+        span may answer (none is read from a model span without captured content)."""
+        return kind == TOOL or (kind is not None and not records_requested_calls(attrs))
+
+    def judge_lone_call(self, step: Step, call: LoneCall, span: ReadableSpan) -> None:
+        """A lone call's one step, judged as a session of one step would be, with no session:
+        its alerts, its verdict (``completed`` at a final answer, else as its trace ends,
+        ``unfinished``) and a verdict span only where such a session would have one."""
+        start_ns, profile_name, task_type = call
+        profile = self.policy.resolve_profile(profile_name, task_type)
+        judge = SessionJudge(step.session_id, self.policy, profile, start_ns=start_ns, last_actions=False)
+        raised = judge.observe(step)
+        if raised:
+            self.count(raised, profile.name)
+        verdict = judge.finish(end_ns=time.time_ns(), unfinished=not step.final)
+        if wants_verdict_span(verdict, judge.totals, implicit=True):
+            self._verdicts.verdict_span(step.session_id, span.get_span_context(), verdict, raised)
+        self._metrics.session_ended(verdict)
 
     # --- steps ---------------------------------------------------------------------------------
     def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
@@ -124,7 +221,7 @@ class LiveSessions:
         """Tool steps only a model span recorded, released in order (under the session lock)."""
         released: list[Step] = []
         waiting = session.derived
-        if not waiting and (kind == TOOL or not records_requested_calls(attrs)):
+        if not waiting and self.judged_alone(kind, attrs):
             # No requested call waits for a tool span to answer it, and this span asks for none
             # that could be read (a model span without captured content names no call).
             return released
@@ -192,6 +289,12 @@ class LiveSessions:
             self.close(session, unfinished=True)
 
     def end_all(self) -> None:
+        """Shutdown: every session ends, a running lone call's too (as the session it would have opened)."""
+        for session_id in list(self.lone):
+            claimed = self._claim_lone_call(session_id)
+            if claimed is not None:
+                self.store.add(session_id, claimed)
+        self.lone.clear()
         for session in self.store.drain():
             self.end(session, unfinished=True)
 
@@ -223,8 +326,11 @@ class LiveSessions:
             if on_span:
                 self._verdicts.on_session_span(span, verdict, raised)
         self.count(raised, verdict.profile)
-        if not on_span and wants_verdict_span(session, verdict, len(unanswered)):
-            self._verdicts.verdict_span(session, verdict, [*session.pending_alerts, *raised])
+        if not on_span and wants_verdict_span(verdict, session.judge.totals, implicit=session.implicit,
+                                              interrupted=session.interrupt is not None,
+                                              unanswered=len(unanswered)):
+            self._verdicts.verdict_span(session.session_id, session.last_context, verdict,
+                                        [*session.pending_alerts, *raised])
         self._metrics.session_ended(verdict)
         with self._counters_lock:
             self._counters[session.session_id] = session.sequence

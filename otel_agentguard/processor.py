@@ -50,7 +50,7 @@ from otel_agentguard.environment_variables import (
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_enforcement import LiveEnforcement
 from otel_agentguard.live_session import LiveSession
-from otel_agentguard.live_sessions import LiveSessions
+from otel_agentguard.live_sessions import LiveSessions, LoneCall
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import (
@@ -220,11 +220,21 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if stamps:
                 stamp_starting(span, stamps)
             return
-        if kind is not None and (step := enclosing_step(kind, attrs, parent_context)) is not None:
+        # (A root span has no recording parent: its context holds no valid span.)
+        if kind is not None and span.parent is not None and \
+                (step := enclosing_step(kind, attrs, parent_context)) is not None:
             stamps[A.NESTED_STEP] = True
             stamp_starting(span, stamps)
             self._duplicates.remember(span, step)
             return
+        if implicit and span.parent is None and self._enforcement is None:
+            # A lone call: judged alone at its end, unless a step starts inside it (see LiveSessions).
+            # (Enforce mode asks its session before and after the call: it opens one.)
+            sequence = self._sessions.start_lone_call(session_id, attrs, span.start_time or time.time_ns())
+            if sequence is not None:
+                stamps[A.SEQUENCE] = sequence
+                stamp_starting(span, stamps)
+                return
         session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
         if is_session_span and session.session_span is None:
             session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
@@ -238,8 +248,18 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if self._enforcement is not None and (context := span.get_span_context()) is not None:
             self._enforcement.span_ended(context.span_id)
         session = self._sessions.peek(session_id)
+        if span.parent is None and session_id in self._sessions.lone:
+            found = self._sessions.lone_call_ended(session_id, session)
+            if not isinstance(found, LiveSession):
+                if found is not None:
+                    self._lone_call_ended(span, attrs, session_id, found)
+                return
+            session = found
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
+        self._ended_in(session, span, attrs, session_id)
+
+    def _ended_in(self, session: LiveSession, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
         if session.is_session_span(span):
             # A session span we did not end ourselves (a framework's): its verdict goes
             # on a verdict span, since an ended span takes no more attributes.
@@ -261,22 +281,39 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if kind is None:
             assert sequence is not None  # neither a step nor numbered returned above
             self._sessions.skip(session, sequence)
-            return
-        if sequence is None:  # became a step after it started: number it now
-            sequence = session.sequence.next()
-        try:
-            step = step_from_attributes(
-                attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
-                span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
-                status_error=span.status.status_code is StatusCode.ERROR, payloads=self._sessions.payloads,
-            )
-        except Exception as exc:  # deliberate: lose this step, not the ones after it
-            _internal_errors.report("processor.step", exc)
-            self._sessions.skip(session, sequence)
-            return
-        self._sessions.step_ended(session, kind, step, attrs, span)
-        if session.implicit and span.parent is None:  # a step that was its trace's root: the trace is over
+        else:
+            if sequence is None:  # became a step after it started: number it now
+                sequence = session.sequence.next()
+            try:
+                step = self._step(span, attrs, kind, session_id, sequence)
+            except Exception as exc:  # deliberate: lose this step, not the ones after it
+                _internal_errors.report("processor.step", exc)
+                self._sessions.skip(session, sequence)
+            else:
+                self._sessions.step_ended(session, kind, step, attrs, span)
+        if session.implicit and span.parent is None:  # a step span that was its trace's root: the trace is over
             self._sessions.trace_over(session)
+
+    def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str, call: LoneCall) -> None:
+        """A lone call that no step inside claimed: its step judged alone, or, where that does not
+        fit, in the session it would have opened at its start."""
+        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
+        if self._sessions.judged_alone(kind, attrs) and attrs.get(A.SEQUENCE) == 1:
+            try:
+                step = self._step(span, attrs, kind, session_id, 1)  # type: ignore[arg-type]  # judged_alone: a kind
+            except Exception:  # deliberate: judged in a session below, which reports it once
+                step = None
+            if step is not None:
+                self._sessions.judge_lone_call(step, call, span)
+                return
+        self._ended_in(self._sessions.lone_call_session(session_id, call), span, attrs, session_id)
+
+    def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
+        return step_from_attributes(
+            attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
+            span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
+            status_error=span.status.status_code is StatusCode.ERROR, payloads=self._sessions.payloads,
+        )
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:

@@ -13,12 +13,12 @@ import logging
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan
+from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from otel_agentguard import attributes as A
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_session import LiveSession
-from otel_agentguard.probes import Alert
+from otel_agentguard.probes import Alert, SessionTotals
 from otel_agentguard.span_stamp import stamp
 from otel_agentguard.version import __version__
 
@@ -54,15 +54,15 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
         session.pending_alerts += tuple(alerts)
 
 
-def wants_verdict_span(session: LiveSession, verdict: Verdict, unanswered: int = 0) -> bool:
+def wants_verdict_span(verdict: Verdict, totals: SessionTotals, *, implicit: bool, interrupted: bool = False,
+                       unanswered: int = 0) -> bool:
     """Model calls alone, outside any session (no session id anywhere, no tool step, no
     alert), are no agent run worth a span of its own: their verdict goes to the metrics only.
     Tool calls a model asked for that no span answered (``unanswered``, judged as steps at the
     end) do not make one: nothing shows they ran."""
-    totals = session.judge.totals
     # Steps count tool calls and the final answer.
     tool_steps = totals.steps - (1 if totals.final else 0) - unanswered
-    return not session.implicit or bool(verdict.alerts) or session.interrupt is not None or tool_steps > 0
+    return not implicit or bool(verdict.alerts) or interrupted or tool_steps > 0
 
 
 class VerdictWriter:
@@ -90,8 +90,10 @@ class VerdictWriter:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
         stamp(span, self.attributes(verdict))
 
-    def verdict_span(self, session: LiveSession, verdict: Verdict, alerts: list[Alert]) -> None:
-        """A short ``agentguard.verdict`` span for a session whose own span is gone or never was."""
+    def verdict_span(self, session_id: str, last_context: SpanContext | None, verdict: Verdict,
+                     alerts: list[Alert]) -> None:
+        """A short ``agentguard.verdict`` span for a session whose own span is gone or never was,
+        parented on its last step (``last_context``)."""
         if self._tracer is None:
             provider = self._tracer_provider or trace.get_tracer_provider()
             if not callable(getattr(provider, "add_span_processor", None)):
@@ -101,9 +103,9 @@ class VerdictWriter:
                 )
             self._tracer = trace.get_tracer("otel_agentguard", __version__, provider)
         parent = None
-        if session.last_context is not None:
-            parent = trace.set_span_in_context(NonRecordingSpan(session.last_context))
-        attributes = {A.VERDICT: True, A.SESSION_ID: session.session_id, **self.attributes(verdict)}
+        if last_context is not None:
+            parent = trace.set_span_in_context(NonRecordingSpan(last_context))
+        attributes = {A.VERDICT: True, A.SESSION_ID: session_id, **self.attributes(verdict)}
         span = self._tracer.start_span(VERDICT_SPAN_NAME, context=parent, attributes=attributes)
         for alert in alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))

@@ -1,0 +1,229 @@
+"""Lone calls: a model or tool call that is its trace's root span, with no session anywhere.
+
+In observe mode such a call opens no live session: it is numbered 1 at its start and its
+one step is judged alone at its end. These tests hold that shortcut to the verdicts, spans
+and metrics the same calls get when each opens a session, as in enforce mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+
+import pytest
+from opentelemetry import trace
+
+import otel_agentguard as ag
+from otel_agentguard import attributes as A
+from otel_agentguard.judge import SessionJudge, Verdict
+from otel_agentguard.live_sessions import LiveSessions
+from otel_agentguard.policy import parse_policy
+from otel_agentguard.testing import GuardedTracing
+
+POLICY = parse_policy(
+    """
+version = "lone-1"
+[profiles.default]
+max_tokens = 1000
+[profiles.strict]
+max_tokens = 100
+[tools.refund]
+effect = "write"
+"""
+)
+ASKED_FOR = json.dumps([{"role": "assistant", "parts": [
+    {"type": "tool_call", "id": "c1", "name": "get_order", "arguments": {"order": "A1"}}]}])
+
+
+def _lone_calls(tracing: GuardedTracing) -> None:
+    """Lone calls of every shape: what each is judged, the sessions' path must agree on."""
+    provider = tracing.tracer_provider
+
+    @ag.tool(tracer_provider=provider)
+    def get_order(order: str) -> dict:
+        return {"order": order}
+
+    @ag.tool(tracer_provider=provider)
+    def refund(order: str) -> dict:
+        raise RuntimeError("payment service down")
+
+    tracing.record_model_call(tool_calls=2, input_tokens=400, output_tokens=50)  # a turn: abandoned
+    tracing.record_model_call(final_claims=())  # an honest final answer: completed
+    tracing.record_model_call(final_claims=("write",))  # a write nobody made: fake_completion
+    tracing.record_model_call(input_tokens=5000, tool_calls=1)  # one call over the token budget
+    tracing.tracer.start_span("chat gpt-4o", attributes={  # the profile its span names
+        A.GEN_AI_OPERATION_NAME: "chat", A.PROFILE: "strict", A.GEN_AI_USAGE_INPUT_TOKENS: 500}).end()
+    get_order("A1")  # a tool call alone: worth a verdict span
+    with pytest.raises(RuntimeError):
+        refund("A1")  # a failed one
+    tracing.tracer.start_span("chat gpt-4o", attributes={  # names a call to derive: judged in a session
+        A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ["tool_calls"],
+        A.GEN_AI_OUTPUT_MESSAGES: ASKED_FOR}).end()
+    stopped = tracing.tracer.start_span("execute_tool x", attributes={  # no step by its end
+        A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "x"})
+    stopped.set_attribute(A.GEN_AI_OPERATION_NAME, "not a step any more")
+    stopped.end()
+
+
+def _observed(tracing: GuardedTracing) -> tuple[list, list]:
+    """Every span's name, sequence and verdict attributes and stall events, in order (trace ids
+    differ between runs: session ids are left out), and every metric point of the guard."""
+    spans = []
+    for span in tracing.spans():
+        attributes = {k: v for k, v in span.attributes.items() if k != A.SESSION_ID}
+        events = [(e.name, dict(e.attributes)) for e in span.events]
+        spans.append((span.name, sorted(attributes.items()), events))
+    metrics = []
+    for name in (A.METRIC_SESSIONS, A.METRIC_STALLS, A.METRIC_SESSION_STEPS, A.METRIC_SESSION_TOKENS):
+        for labels, point in tracing.metric_points(name):
+            metrics.append((name, sorted(labels.items()), getattr(point, "value", None), getattr(point, "sum", None)))
+    return spans, sorted(metrics)
+
+
+def test_lone_calls_judged_alone_as_their_sessions_would_judge_them(monkeypatch):
+    with GuardedTracing(POLICY) as tracing:
+        _lone_calls(tracing)
+        assert tracing.processor.live_session_count() == 0
+        alone = _observed(tracing)
+    monkeypatch.setattr(LiveSessions, "start_lone_call", lambda self, session_id, attrs, start_ns: None)
+    with GuardedTracing(POLICY) as tracing:
+        _lone_calls(tracing)
+        in_sessions = _observed(tracing)
+    assert alone == in_sessions
+    spans, metrics = alone
+    reasons: dict[str, int] = {}
+    for name, labels, value, _ in metrics:
+        if name == A.METRIC_SESSIONS and value:
+            reason = dict(labels)[A.STOP_REASON]
+            reasons[reason] = reasons.get(reason, 0) + value
+    assert reasons == {"abandoned": 5, "completed": 1, "fake_completion": 1, "budget_exceeded": 2}
+    verdicts = [dict(attributes)[A.STOP_REASON] for name, attributes, _ in spans if name == "agentguard.verdict"]
+    assert verdicts == ["fake_completion", "budget_exceeded", "budget_exceeded", "abandoned", "abandoned"]
+
+
+def test_a_lone_call_opens_no_session_while_it_runs():
+    with GuardedTracing() as tracing:
+        with tracing.tracer.start_as_current_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"}) as call:
+            assert tracing.processor.live_session_count() == 0
+            assert call.attributes[A.SEQUENCE] == 1
+            assert call.attributes[A.SESSION_ID] == trace.format_trace_id(call.get_span_context().trace_id)
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 1}
+        assert not tracing.processor._sessions.lone  # forgotten with its end
+
+
+def test_a_step_inside_a_lone_call_makes_it_a_session_from_its_step_one():
+    with GuardedTracing(POLICY) as tracing:
+        with tracing.tracer.start_as_current_span("execute_tool research", attributes={
+                A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research",
+                A.PROFILE: "strict"}) as tool:  # its session's profile: at most 100 tokens
+            assert tracing.processor.live_session_count() == 0
+            for _ in range(2):  # a sub-agent inside the tool
+                tracing.record_model_call(tool_calls=1, input_tokens=60)
+            assert tracing.processor.live_session_count() == 1
+        session_id = trace.format_trace_id(tool.get_span_context().trace_id)
+        steps = sorted(s.attributes[A.SEQUENCE] for s in tracing.spans() if A.SEQUENCE in s.attributes)
+        assert steps == [1, 2, 3]
+        verdict = tracing.session_span(session_id)  # the tool's end ended the trace's session
+        assert {key: verdict.attributes[key] for key in (A.STOP_REASON, A.PROFILE, A.STEPS, A.TOKENS)} == {
+            A.STOP_REASON: "budget_exceeded", A.PROFILE: "strict", A.STEPS: 1, A.TOKENS: 120}
+        assert tracing.processor.live_session_count() == 0
+
+
+@pytest.mark.parametrize(("asked_for", "next_number"), [(None, 2), (ASKED_FOR, 3)],  # the call asked for: 2
+                         ids=["judged alone", "judged in a session"])
+def test_a_span_of_the_trace_after_the_lone_call_counts_on(asked_for, next_number):
+    with GuardedTracing() as tracing:
+        attributes = {A.GEN_AI_OPERATION_NAME: "chat"}
+        if asked_for is not None:
+            attributes[A.GEN_AI_OUTPUT_MESSAGES] = asked_for
+        call = tracing.tracer.start_span("chat gpt-4o", attributes=attributes)
+        call.end()
+        with trace.use_span(call):  # a task the call started, still running after it
+            tracing.record_model_call(tool_calls=1)
+        late = [s for s in tracing.spans() if s.name == "chat gpt-4o" and s.parent is not None]
+        assert late[0].attributes[A.SEQUENCE] == next_number
+        assert late[0].attributes[A.SESSION_ID] == call.attributes[A.SESSION_ID]
+
+
+def test_two_steps_claiming_one_lone_call_share_its_session():
+    with GuardedTracing() as tracing:
+        call = tracing.tracer.start_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        session_id = call.attributes[A.SESSION_ID]
+        sessions = tracing.processor._sessions
+        first = sessions._claim_lone_call(session_id)  # as two threads' steps may, before either is stored
+        assert first is not None and sessions._claim_lone_call(session_id) is first
+        assert first.sequence.last == 1 and first.running == 1  # the lone call's step 1, running
+        call.end()
+
+
+def test_a_claim_made_while_another_was_being_built_is_the_one_kept(monkeypatch):
+    with GuardedTracing() as tracing:
+        call = tracing.tracer.start_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        session_id = call.attributes[A.SESSION_ID]
+        sessions = tracing.processor._sessions
+        build = sessions._new_session
+        other = []
+
+        def another_thread_claims_meanwhile(*args, **kwargs):
+            if not other:
+                other.append(None)
+                other[0] = sessions._claim_lone_call(session_id)
+            return build(*args, **kwargs)
+
+        monkeypatch.setattr(sessions, "_new_session", another_thread_claims_meanwhile)
+        assert sessions._claim_lone_call(session_id) is other[0] is not None
+        call.end()
+
+
+def test_steps_starting_in_a_lone_call_from_many_threads_share_one_session():
+    with GuardedTracing() as tracing:
+        root = tracing.tracer.start_span("execute_tool fan_out", attributes={
+            A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "fan_out"})
+        start = threading.Barrier(8)
+
+        def inner() -> None:
+            start.wait()
+            with trace.use_span(root):
+                tracing.record_model_call(tool_calls=1)
+
+        threads = [threading.Thread(target=inner) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert tracing.processor.live_session_count() == 1
+        root.end()
+        sequences = sorted(s.attributes[A.SEQUENCE] for s in tracing.spans() if A.SEQUENCE in s.attributes)
+        assert sequences == list(range(1, 10))  # each number once, the root's 1 among them
+        assert tracing.processor.live_session_count() == 0
+
+
+def test_a_lone_call_running_at_shutdown_is_judged_once():
+    tracing = GuardedTracing()
+    with tracing:
+        call = tracing.tracer.start_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        tracing.processor.shutdown()
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 1}  # as every session still open at shutdown
+        call.end()
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 1}
+
+
+def test_enforce_mode_gives_a_lone_call_its_session():
+    with GuardedTracing(mode="enforce") as tracing:
+        with tracing.tracer.start_as_current_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"}):
+            assert tracing.processor.live_session_count() == 1  # its hooks ask it before and after the call
+
+
+def test_a_verdict_made_by_the_judge_is_the_dataclass_it_claims_to_be():
+    judge = SessionJudge("s", POLICY)
+    verdict = judge.finish(end_ns=5)
+    fields = {field.name: getattr(verdict, field.name) for field in dataclasses.fields(Verdict)}
+    assert verdict == Verdict(**fields)  # every field set
+    assert vars(verdict).keys() == fields.keys()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verdict.stop_reason = "completed"  # type: ignore[misc]
+    assert dataclasses.replace(verdict, steps=3).steps == 3
