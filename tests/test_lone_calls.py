@@ -7,18 +7,22 @@ and metrics the same calls get when each opens a session, as in enforce mode.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import threading
 
+import openai
 import pytest
 from opentelemetry import trace
 
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
+from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
 from otel_agentguard.judge import SessionJudge, Verdict
 from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.policy import parse_policy
+from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 
 POLICY = parse_policy(
@@ -68,10 +72,10 @@ def _lone_calls(tracing: GuardedTracing) -> None:
 
 def _observed(tracing: GuardedTracing) -> tuple[list, list]:
     """Every span's name, sequence and verdict attributes and stall events, in order (trace ids
-    differ between runs: session ids are left out), and every metric point of the guard."""
+    and response ids differ between runs: they are left out), and every metric point of the guard."""
     spans = []
     for span in tracing.spans():
-        attributes = {k: v for k, v in span.attributes.items() if k != A.SESSION_ID}
+        attributes = {k: v for k, v in span.attributes.items() if k not in (A.SESSION_ID, A.GEN_AI_RESPONSE_ID)}
         events = [(e.name, dict(e.attributes)) for e in span.events]
         spans.append((span.name, sorted(attributes.items()), events))
     metrics = []
@@ -100,6 +104,45 @@ def test_lone_calls_judged_alone_as_their_sessions_would_judge_them(monkeypatch)
     assert reasons == {"abandoned": 5, "completed": 1, "fake_completion": 1, "budget_exceeded": 2}
     verdicts = [dict(attributes)[A.STOP_REASON] for name, attributes, _ in spans if name == "agentguard.verdict"]
     assert verdicts == ["fake_completion", "budget_exceeded", "budget_exceeded", "abandoned", "abandoned"]
+
+
+def _openai_lone_calls(tracing: GuardedTracing) -> None:
+    """Real openai calls, each its own trace: sync, streamed and async."""
+    script = turns(
+        Turn.call("get_order", order="A1"),
+        Turn.calls(("get_order", {"order": "A2"}), input_tokens=5000),  # over the budget
+        Turn.answer("Your order A1 is on its way."),
+        Turn.answer("I have refunded order A1."),  # streamed; no refund tool ran: fake_completion
+        Turn.answer("Done, I refunded it."),
+    )
+    messages = [{"role": "user", "content": "Where is my refund?"}]
+    with ScriptedModelServer(script) as server:
+        client = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+        for _ in range(3):
+            client.chat.completions.create(model="gpt-4o", messages=messages)
+        for _ in client.chat.completions.create(model="gpt-4o", messages=messages, stream=True):
+            pass
+
+        async def answer() -> None:
+            async with openai.AsyncOpenAI(base_url=server.openai_url, api_key="test", max_retries=0) as client:
+                await client.chat.completions.create(model="gpt-4o", messages=messages)
+
+        asyncio.run(answer())
+
+
+def test_real_openai_lone_calls_judged_alone_as_in_sessions(instrumented_tracing, monkeypatch):
+    with instrumented_tracing(OpenAIInstrumentor(), policy=POLICY) as tracing:
+        _openai_lone_calls(tracing)
+        assert tracing.processor.live_session_count() == 0
+        alone = _observed(tracing)
+    monkeypatch.setattr(LiveSessions, "start_lone_call", lambda self, session_id, attrs, start_ns: None)
+    with instrumented_tracing(OpenAIInstrumentor(), policy=POLICY) as tracing:
+        _openai_lone_calls(tracing)
+        in_sessions = _observed(tracing)
+    assert alone == in_sessions
+    spans, metrics = alone
+    verdicts = [dict(attributes)[A.STOP_REASON] for name, attributes, _ in spans if name == "agentguard.verdict"]
+    assert verdicts == ["budget_exceeded", "fake_completion", "fake_completion"]
 
 
 def test_a_lone_call_opens_no_session_while_it_runs():
