@@ -45,7 +45,7 @@ from otel_agentguard.tool_calls import records_requested_calls
 from otel_agentguard.verdict_writer import VerdictWriter, wants_verdict_span, write_alerts
 
 _MAX_REMEMBERED_COUNTERS = 10_000
-# Lone calls running at once (beyond it the oldest is forgotten, and its step is not judged).
+# Lone calls running at once; beyond it, a lone call opens a session as any step does.
 _MAX_LONE_CALLS = 10_000
 # What a running lone call's session would be opened with: its start time, profile and task type
 # (a plain tuple of atoms, which the garbage collector stops tracking; never the span itself).
@@ -120,53 +120,71 @@ class LiveSessions:
     # --- lone calls -------------------------------------------------------------------------
     def start_lone_call(self, session_id: str, attrs: Mapping[str, Any], start_ns: int) -> int | None:
         """A step span starting as its trace's root, with no session anywhere: its sequence
-        number (1), or None when its session id is known already (a trace id reused), and it
-        opens a session as any step does."""
-        if session_id in self.lone or session_id in self._counters or self.store.peek(session_id) is not None:
-            return None
+        number (1); or None, and it opens a session as any step does, when its session id is
+        known already (a trace id reused) or too many lone calls run at once."""
         lone = self.lone
+        if lone:
+            self._end_idle_lone_call(start_ns)
+            if len(lone) >= _MAX_LONE_CALLS or session_id in lone:
+                return None
+        if session_id in self._counters or self.store.peek(session_id) is not None:
+            return None
         lone[session_id] = (start_ns, attrs.get(A.PROFILE), attrs.get(A.TASK_TYPE))
-        if len(lone) > _MAX_LONE_CALLS:
-            with self._counters_lock:
-                if len(lone) > _MAX_LONE_CALLS:
-                    lone.pop(next(iter(lone)))
         return 1
 
+    def _end_idle_lone_call(self, now_ns: int) -> None:
+        """The oldest lone call, if it has run longer than the idle timeout (its span never
+        ended, say), ends unfinished as an idle session is evicted: counted, never dropped."""
+        oldest = next(iter(self.lone), None)
+        entry = self.lone.get(oldest) if oldest is not None else None
+        if isinstance(entry, tuple) and now_ns - entry[0] > self._limits[1] * 1e9:
+            session = self._claim_lone_call(oldest)  # type: ignore[arg-type]  # a key when entry is set
+            if session is not None and self.lone.pop(oldest, None) is session:  # type: ignore[arg-type]
+                self.end(session, unfinished=True)
+
     def _claim_lone_call(self, session_id: str) -> LiveSession | None:
-        """A step starts inside a running lone call: the session the lone call would have
-        opened at its start, its step 1 running (None once the lone call has ended)."""
+        """The session a running lone call would have opened at its start, its step 1 running,
+        for a step starting inside it (or its own end, when it cannot be judged alone); made once,
+        kept in :attr:`lone` until the call ends. None when the lone call is over."""
         entry = self.lone.get(session_id)
-        if entry is None or isinstance(entry, LiveSession):
-            return entry
-        claim = self._lone_call_session(session_id, entry, None)
+        if isinstance(entry, LiveSession):
+            return None if entry.ended else entry
+        if entry is None:
+            return None
+        # Its own counter, so that a claim given up below takes no remembered number with it.
+        claim = self._lone_call_session(session_id, entry, SequenceCounter())
         with self._counters_lock:
             entry = self.lone.get(session_id)
             if entry is None:  # it ended meanwhile, judged alone: a new session counts on after it
                 return None
             if isinstance(entry, LiveSession):  # another step claimed it first
-                return entry
+                return None if entry.ended else entry
             self.lone[session_id] = claim
         return claim
 
-    def lone_call_ended(self, session_id: str, stored: LiveSession | None) -> LiveSession | LoneCall | None:
+    def pop_lone_call(self, session_id: str, stored: LiveSession | None) -> LiveSession | LoneCall | None:
         """A lone call's span ended: the session that claimed it (or one stored under its id)
-        to judge its step in; else the lone call, for the caller to judge alone; else None
-        (forgotten, or ended at shutdown)."""
+        to judge its step in; else the lone call, for the caller to judge alone (its number is
+        remembered, so a late span of its trace counts on from 2); else None (ended already)."""
         with self._counters_lock:
             entry = self.lone.pop(session_id, None)
             if stored is None and entry is not None and not isinstance(entry, LiveSession):
-                self._counters[session_id] = 1  # a late span of its trace counts on from 2
+                self._counters[session_id] = 1
                 if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
                     self._counters.popitem(last=False)
         return stored or entry
 
-    def lone_call_session(self, session_id: str, call: LoneCall) -> LiveSession:
-        """The session an ended lone call would have opened, stored: for a step judging alone
-        would not fit (one that names tool calls to derive, or no step after all)."""
-        return self.store.add(session_id, self._lone_call_session(session_id, call, SequenceCounter()))
+    def lone_call_session(self, session_id: str, stored: LiveSession | None) -> LiveSession | None:
+        """The session an ending lone call would have opened, stored, for a step judging alone
+        does not fit (one that names tool calls to derive, or no step after all). Claimed before
+        its entry goes, so a step starting meanwhile joins the same session."""
+        session = self._claim_lone_call(session_id)
+        if session is not None:
+            stored = self.store.add(session_id, session)
+        self.lone.pop(session_id, None)
+        return stored
 
-    def _lone_call_session(self, session_id: str, call: LoneCall, sequence: SequenceCounter | None) -> LiveSession:
-        """The session a lone call would have opened at its start, its step 1 running."""
+    def _lone_call_session(self, session_id: str, call: LoneCall, sequence: SequenceCounter) -> LiveSession:
         start_ns, profile, task_type = call
         session = self._new_session(session_id, {A.PROFILE: profile, A.TASK_TYPE: task_type}, None, start_ns,
                                     implicit=True, sequence=sequence)
@@ -174,15 +192,15 @@ class LiveSessions:
         return session
 
     @staticmethod
-    def judged_alone(kind: str | None, attrs: Mapping[str, Any]) -> bool:
-        """Whether a lone call's step needs no session: a step that names no tool call a later
-        span may answer (none is read from a model span without captured content)."""
+    def asks_for_no_calls(kind: str | None, attrs: Mapping[str, Any]) -> bool:
+        """Whether a step names no tool call a later span may answer: a tool step, or a model
+        step without the captured output that names its calls."""
         return kind == TOOL or (kind is not None and not records_requested_calls(attrs))
 
     def judge_lone_call(self, step: Step, call: LoneCall, span: ReadableSpan) -> None:
-        """A lone call's one step, judged as a session of one step would be, with no session:
-        its alerts, its verdict (``completed`` at a final answer, else as its trace ends,
-        ``unfinished``) and a verdict span only where such a session would have one."""
+        """A lone call's one step, judged as the session it would have opened would judge it,
+        ended with the step (unfinished, unless the step is a final answer): the alerts, the
+        verdict, a verdict span only where that session would have one, and the metrics."""
         start_ns, profile_name, task_type = call
         profile = self.policy.resolve_profile(profile_name, task_type)
         judge = SessionJudge(step.session_id, self.policy, profile, start_ns=start_ns, last_actions=False)
@@ -221,7 +239,7 @@ class LiveSessions:
         """Tool steps only a model span recorded, released in order (under the session lock)."""
         released: list[Step] = []
         waiting = session.derived
-        if not waiting and self.judged_alone(kind, attrs):
+        if not waiting and self.asks_for_no_calls(kind, attrs):
             # No requested call waits for a tool span to answer it, and this span asks for none
             # that could be read (a model span without captured content names no call).
             return released
@@ -314,6 +332,8 @@ class LiveSessions:
             if session.ended:
                 return None
             session.ended = True
+            if session.implicit and self.lone.get(session.session_id) is session:
+                self.lone.pop(session.session_id, None)  # a claimed lone call's: ended, it is claimed no more
             raised = []
             unanswered = session.derived.flush() if session.derived is not None else ()
             waiting = [s for step in unanswered for s in session.buffer.push(step)]

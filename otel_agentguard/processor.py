@@ -50,7 +50,7 @@ from otel_agentguard.environment_variables import (
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_enforcement import LiveEnforcement
 from otel_agentguard.live_session import LiveSession
-from otel_agentguard.live_sessions import LiveSessions, LoneCall
+from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import (
@@ -249,12 +249,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             self._enforcement.span_ended(context.span_id)
         session = self._sessions.peek(session_id)
         if span.parent is None and session_id in self._sessions.lone:
-            found = self._sessions.lone_call_ended(session_id, session)
-            if not isinstance(found, LiveSession):
-                if found is not None:
-                    self._lone_call_ended(span, attrs, session_id, found)
-                return
-            session = found
+            session = self._lone_call_ended(span, attrs, session_id, session)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
         self._ended_in(session, span, attrs, session_id)
@@ -294,19 +289,25 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if session.implicit and span.parent is None:  # a step span that was its trace's root: the trace is over
             self._sessions.trace_over(session)
 
-    def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str, call: LoneCall) -> None:
-        """A lone call that no step inside claimed: its step judged alone, or, where that does not
-        fit, in the session it would have opened at its start."""
+    def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str,
+                         stored: LiveSession | None) -> LiveSession | None:
+        """A lone call's span ended: its step judged alone (None returned), or the session to judge
+        it in: the one a step inside it claimed, or, where judging alone does not fit, the one it
+        would have opened."""
         kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
-        if self._sessions.judged_alone(kind, attrs) and attrs.get(A.SEQUENCE) == 1:
+        step = None
+        if kind is not None and attrs.get(A.SEQUENCE) == 1 and self._sessions.asks_for_no_calls(kind, attrs):
             try:
-                step = self._step(span, attrs, kind, session_id, 1)  # type: ignore[arg-type]  # judged_alone: a kind
+                step = self._step(span, attrs, kind, session_id, 1)
             except Exception:  # deliberate: judged in a session below, which reports it once
                 step = None
-            if step is not None:
-                self._sessions.judge_lone_call(step, call, span)
-                return
-        self._ended_in(self._sessions.lone_call_session(session_id, call), span, attrs, session_id)
+        if step is None:
+            return self._sessions.lone_call_session(session_id, stored)
+        found = self._sessions.pop_lone_call(session_id, stored)
+        if found is None or isinstance(found, LiveSession):
+            return found
+        self._sessions.judge_lone_call(step, found, span)
+        return None
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
         return step_from_attributes(
@@ -353,11 +354,14 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return self._enforcement is not None and self._enforcement.request_interrupt(session_id, reason)
 
     def live_session_ids(self) -> list[str]:
-        return self._store.keys()
+        """The live sessions' ids, a running lone call's included."""
+        ids = self._store.keys()
+        stored = set(ids)
+        return ids + [session_id for session_id in list(self._sessions.lone) if session_id not in stored]
 
     def live_session_count(self) -> int:
-        """Lock-free (a signal handler may ask)."""
-        return len(self._store)
+        """Lock-free (a signal handler may ask); a running lone call counts as a live session."""
+        return len(self._store) + sum(type(entry) is tuple for entry in list(self._sessions.lone.values()))
 
 
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:

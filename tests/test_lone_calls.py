@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import threading
+import time
 
 import openai
 import pytest
@@ -148,7 +149,9 @@ def test_real_openai_lone_calls_judged_alone_as_in_sessions(instrumented_tracing
 def test_a_lone_call_opens_no_session_while_it_runs():
     with GuardedTracing() as tracing:
         with tracing.tracer.start_as_current_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"}) as call:
-            assert tracing.processor.live_session_count() == 0
+            assert len(tracing.processor._store) == 0
+            assert tracing.processor.live_session_count() == 1  # still live, for a drain to wait on
+            assert tracing.processor.live_session_ids() == [call.attributes[A.SESSION_ID]]
             assert call.attributes[A.SEQUENCE] == 1
             assert call.attributes[A.SESSION_ID] == trace.format_trace_id(call.get_span_context().trace_id)
         counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
@@ -161,10 +164,11 @@ def test_a_step_inside_a_lone_call_makes_it_a_session_from_its_step_one():
         with tracing.tracer.start_as_current_span("execute_tool research", attributes={
                 A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research",
                 A.PROFILE: "strict"}) as tool:  # its session's profile: at most 100 tokens
-            assert tracing.processor.live_session_count() == 0
+            assert len(tracing.processor._store) == 0
             for _ in range(2):  # a sub-agent inside the tool
                 tracing.record_model_call(tool_calls=1, input_tokens=60)
-            assert tracing.processor.live_session_count() == 1
+            assert len(tracing.processor._store) == 1
+            assert tracing.processor.live_session_count() == 1  # the claimed lone call counted once
         session_id = trace.format_trace_id(tool.get_span_context().trace_id)
         steps = sorted(s.attributes[A.SEQUENCE] for s in tracing.spans() if A.SEQUENCE in s.attributes)
         assert steps == [1, 2, 3]
@@ -270,3 +274,96 @@ def test_a_verdict_made_by_the_judge_is_the_dataclass_it_claims_to_be():
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.stop_reason = "completed"  # type: ignore[misc]
     assert dataclasses.replace(verdict, steps=3).steps == 3
+
+
+def _lone_tool(tracing: GuardedTracing, **attributes):
+    return tracing.tracer.start_span("execute_tool research", attributes={
+        A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "research", **attributes})
+
+
+def test_a_lone_call_ending_while_a_step_inside_claims_it_leaves_no_number_used_twice(monkeypatch):
+    with GuardedTracing() as tracing:
+        call = _lone_tool(tracing)
+        sessions = tracing.processor._sessions
+        build = sessions._new_session
+
+        def the_call_ends_meanwhile(*args, **kwargs):  # as on another thread, mid-claim
+            if call.is_recording():
+                call.end()
+            return build(*args, **kwargs)
+
+        monkeypatch.setattr(sessions, "_new_session", the_call_ends_meanwhile)
+        inner = tracing.tracer.start_span("chat gpt-4o", context=trace.set_span_in_context(call),
+                                          attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        inner.end()
+        assert (call.attributes[A.SEQUENCE], inner.attributes[A.SEQUENCE]) == (1, 2)
+
+
+def test_a_step_starting_as_a_lone_call_goes_to_its_session_joins_that_session(monkeypatch):
+    with GuardedTracing() as tracing:
+        call = tracing.tracer.start_span("chat gpt-4o", attributes={  # names a call: judged in a session
+            A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ["tool_calls"],
+            A.GEN_AI_OUTPUT_MESSAGES: ASKED_FOR})
+        sessions = tracing.processor._sessions
+        to_session = sessions.lone_call_session
+        inner = []
+
+        def a_step_starts_meanwhile(session_id, stored):  # as on another thread
+            inner.append(tracing.tracer.start_span("chat gpt-4o", context=trace.set_span_in_context(call),
+                                                   attributes={A.GEN_AI_OPERATION_NAME: "chat"}))
+            return to_session(session_id, stored)
+
+        monkeypatch.setattr(sessions, "lone_call_session", a_step_starts_meanwhile)
+        call.end()
+        inner[0].end()
+        tracing.processor.shutdown()
+        verdict = tracing.session_span(call.attributes[A.SESSION_ID])
+        # the call's step, the step inside and the call it asked for, all in one session
+        assert (verdict.attributes[A.STEPS], inner[0].attributes[A.SEQUENCE]) == (1, 2)
+        steps = tracing.metric_points(A.METRIC_SESSION_STEPS)
+        assert [point.sum for _, point in steps if point.sum] == [1]
+        assert sum(point.value for _, point in tracing.metric_points(A.METRIC_SESSIONS)) == 1
+
+
+def test_a_claimed_lone_call_evicted_is_not_brought_back_ended():
+    with GuardedTracing(max_sessions=1) as tracing:
+        call = _lone_tool(tracing)
+        inside = trace.set_span_in_context(call)
+        tracing.tracer.start_span("chat gpt-4o", context=inside, attributes={
+            A.GEN_AI_OPERATION_NAME: "chat"}).end()  # claims the lone call
+        tracing.tracer.start_span("chat other", attributes={  # a second session: the store is full
+            A.GEN_AI_OPERATION_NAME: "chat", A.SESSION_ID: "other"}).end()
+        session_id = call.attributes[A.SESSION_ID]
+        assert tracing.processor._sessions.peek(session_id) is None  # evicted, its verdict written
+        late = tracing.tracer.start_span("chat gpt-4o", context=inside, attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        session = tracing.processor._sessions.peek(session_id)
+        assert session is not None and not session.ended  # a new run of the session, not the ended one
+        assert late.attributes[A.SEQUENCE] == 3  # counting on
+        late.end()
+        call.end()
+
+
+def test_lone_calls_beyond_the_limit_open_sessions(monkeypatch):
+    import otel_agentguard.live_sessions as live_sessions
+
+    monkeypatch.setattr(live_sessions, "_MAX_LONE_CALLS", 1)
+    with GuardedTracing() as tracing:
+        first = tracing.tracer.start_span("chat a", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        second = tracing.tracer.start_span("chat b", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        assert (len(tracing.processor._sessions.lone), len(tracing.processor._store)) == (1, 1)
+        first.end()
+        second.end()
+        assert sum(point.value for _, point in tracing.metric_points(A.METRIC_SESSIONS)) == 2
+
+
+def test_a_lone_call_that_never_ends_is_ended_when_idle(monkeypatch):
+    with GuardedTracing(idle_timeout_s=0.05) as tracing:
+        stuck = tracing.tracer.start_span("chat gpt-4o", attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+        time.sleep(0.1)
+        tracing.record_model_call(final_claims=())  # the next lone call finds it idle
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 1, "completed": 1}
+        assert stuck.attributes[A.SESSION_ID] not in tracing.processor._sessions.lone
+        stuck.end()  # too late: judged already
+        counted = {p[0][A.STOP_REASON]: p[1].value for p in tracing.metric_points(A.METRIC_SESSIONS) if p[1].value}
+        assert counted == {"abandoned": 1, "completed": 1}
