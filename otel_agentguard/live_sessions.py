@@ -135,11 +135,13 @@ class LiveSessions:
     def _end_idle_lone_call(self, now_ns: int) -> None:
         """The oldest lone call, if it has run longer than the idle timeout (its span never
         ended, say), ends unfinished as an idle session is evicted: counted, never dropped."""
-        oldest = next(iter(self.lone), None)
-        entry = self.lone.get(oldest) if oldest is not None else None
+        first = next(iter(self.lone.items()), None)
+        if first is None:
+            return
+        oldest, entry = first
         if isinstance(entry, tuple) and now_ns - entry[0] > self._limits[1] * 1e9:
-            session = self._claim_lone_call(oldest)  # type: ignore[arg-type]  # a key when entry is set
-            if session is not None and self.lone.pop(oldest, None) is session:  # type: ignore[arg-type]
+            session = self._claim_lone_call(oldest)
+            if session is not None and self.lone.pop(oldest, None) is session:
                 self.end(session, unfinished=True)
 
     def _claim_lone_call(self, session_id: str) -> LiveSession | None:
@@ -169,9 +171,7 @@ class LiveSessions:
         with self._counters_lock:
             entry = self.lone.pop(session_id, None)
             if stored is None and entry is not None and not isinstance(entry, LiveSession):
-                self._counters[session_id] = 1
-                if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
-                    self._counters.popitem(last=False)
+                self._remember_counter(session_id, 1)
         return stored or entry
 
     def lone_call_session(self, session_id: str, stored: LiveSession | None) -> LiveSession | None:
@@ -353,7 +353,11 @@ class LiveSessions:
                                         [*session.pending_alerts, *raised])
         self._metrics.session_ended(verdict)
         with self._counters_lock:
-            self._counters[session.session_id] = session.sequence
-            if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
-                self._counters.popitem(last=False)
+            self._remember_counter(session.session_id, session.sequence)
         return verdict
+
+    def _remember_counter(self, session_id: str, counter: SequenceCounter | int) -> None:
+        """Keep an ended session's counter (under ``_counters_lock``), the oldest dropped past the bound."""
+        self._counters[session_id] = counter
+        if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
+            self._counters.popitem(last=False)
