@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         processor_cost.processor_cost(report, repeats, args.quick)
         processor_cost.ordinary_spans(report, repeats, args.quick)
         processor_cost.foreign_spans(report, repeats, args.quick)
+        from bench import bytecodes
+
+        bytecodes.run(report, args.quick)
     if "3" in sections:
         from bench import openai_call
 

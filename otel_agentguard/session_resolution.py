@@ -37,6 +37,7 @@ from otel_agentguard.attributes import SESSION_ID  # a module global: read for e
 
 #: Attributes by which a span names its session, most specific first.
 SESSION_ATTRIBUTES = (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID)
+_SESSION_ATTRIBUTE_SET = frozenset(SESSION_ATTRIBUTES)
 #: Baggage entries that carry a session id across processes.
 SESSION_BAGGAGE = (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID)
 
@@ -97,6 +98,8 @@ current_context: Callable[[], Context] = (
 
 def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_ATTRIBUTES) -> str | None:
     """The session a span's attributes name (or, with ``keys``, other entries: baggage)."""
+    if keys is SESSION_ATTRIBUTES and _SESSION_ATTRIBUTE_SET.isdisjoint(entries):
+        return None  # the usual step span: one C-level test instead of a lookup per spelling
     for key in keys:
         value = entries.get(key)
         if value:
