@@ -167,6 +167,8 @@ def _paired(variant: str, instrumentor, provider, exporter: _DropExporter, call,
 
 
 def main(argv: Sequence[str]) -> int:
+    bytecodes = "--bytecodes" in argv
+    argv = [arg for arg in argv if arg != "--bytecodes"]
     variant, calls, warmup = argv[0], int(argv[1]), int(argv[2])
     pairs = int(argv[3]) if len(argv) > 3 else 0
     exporter = _DropExporter()
@@ -181,6 +183,14 @@ def main(argv: Sequence[str]) -> int:
         call()
     reply = call()
     assert len(reply.choices[0].message.tool_calls) == 2
+    if bytecodes:  # counted, not timed: the Python bytecodes of ``calls`` calls on this thread
+        from bench.bytecodes import counted
+
+        executed, _ = counted(lambda: [call() for _ in range(calls)] and calls)
+        if provider is not None:
+            provider.force_flush()
+        print(json.dumps({"variant": variant, "bytecodes_per_call": executed / calls, "spans": exporter.spans}))
+        return 0
     if pairs:
         if instrumentor is None:
             raise SystemExit("paired blocks compare an instrumented variant with itself switched off")

@@ -22,7 +22,7 @@ from bench._harness import Report, progress
 from bench.workload import Driver, foreign_step, make_sessions, run_concurrent
 
 
-def _counted(run: Callable[[], int]) -> tuple[int, int]:
+def counted(run: Callable[[], int]) -> tuple[int, int]:
     """(bytecodes executed on this thread, spans) of ``run()``, which returns its span count."""
     executed = 0
 
@@ -52,7 +52,7 @@ def _per_span(guard: bool, foreign: bool, sessions: int) -> float:
     try:
         run_concurrent(driver, workload(max(sessions // 4, 5), seed=9), seed=5, foreign=foreign)  # warm-up
         measured = workload(sessions, seed=4 if foreign else 1)
-        executed, spans = _counted(lambda: run_concurrent(driver, measured, seed=5, foreign=foreign)[1])
+        executed, spans = counted(lambda: run_concurrent(driver, measured, seed=5, foreign=foreign)[1])
     finally:
         driver.shutdown()
     return executed / spans

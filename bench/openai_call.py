@@ -30,7 +30,7 @@ PAIRED = ("openai_v2", "agentguard")  # their instrumentors switch off and on cl
 LABELS = {"openai_v2": "openai-v2 2.4b0", "openllmetry": "OpenLLMetry", "agentguard": "agentguard (observe)"}
 
 
-def _worker(variant: str, *args: int) -> dict:
+def _worker(variant: str, *args: int | str) -> dict:
     """One child process of ``bench._openai_worker`` (arguments after the variant as it takes them)."""
     env = {**os.environ, "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
     done = subprocess.run([sys.executable, "-m", "bench._openai_worker", variant, *map(str, args)],
@@ -86,5 +86,17 @@ def run(report: Report, repeats: int, quick: bool) -> None:
     report.add("3 openai", "agentguard added / openai-v2 added (paired blocks)",
                per_repeat(paired["agentguard"], paired["openai_v2"], lambda a, b: a / b), "x", "<= 1.0",
                lambda m: m <= 1.0)
+    # The Python bytecodes of a call, counted (the machine's drift does not change them): what
+    # the timed figures follow, noise aside.
+    counted_calls = 5 if _harness.SMOKE else 50 if quick else 100
+    progress(f"openai call: Python bytecodes of {counted_calls} calls per variant, counted")
+    bytecodes = {variant: _worker(variant, counted_calls, warmup, "--bytecodes")["bytecodes_per_call"]
+                 for variant in VARIANTS}
+    report.add("3 openai", "uninstrumented chat call, Python bytecodes per call", [bytecodes["none"]], "bytecodes")
+    for variant in VARIANTS[1:]:
+        report.add("3 openai", f"{LABELS[variant]} adds, Python bytecodes per call",
+                   [bytecodes[variant] - bytecodes["none"]], "bytecodes")
+    report.add("3 openai", "agentguard added / openai-v2 added, bytecodes",
+               [(bytecodes["agentguard"] - bytecodes["none"]) / (bytecodes["openai_v2"] - bytecodes["none"])], "x")
     report.note("3 openai: each instrumentation with its defaults (openai-v2 records no message content; "
                 "OpenLLMetry records prompts and completions unless TRACELOOP_TRACE_CONTENT=false)")

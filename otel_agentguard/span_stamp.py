@@ -16,6 +16,9 @@ public API.
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import chain, compress
+from operator import is_
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -23,6 +26,9 @@ from opentelemetry.sdk.trace import Span as SDKSpan
 from opentelemetry.util.types import AttributeValue
 
 _SCALARS = frozenset({str, int, float, bool})
+_SCALARS_AND_TUPLE = _SCALARS | {tuple}
+_STR_ONLY = frozenset({str})
+_is_tuple_type = partial(is_, tuple)
 
 
 def _layout_known() -> bool:
@@ -72,16 +78,15 @@ def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
 
 def _stored_as_is(values: Any) -> bool:
     """Whether the SDK would store each value unchanged: an exact scalar or a tuple of exact strings."""
-    for value in values:
-        kind = type(value)
-        if kind in _SCALARS:
-            continue
-        if kind is not tuple:
-            return False
-        for item in value:  # a few finish reasons or claim categories: a loop beats building a set
-            if type(item) is not str:
-                return False
-    return True
+    kinds = set(map(type, values))  # the types, gathered in C: a dozen values of four or five types
+    if kinds <= _SCALARS:
+        return True
+    if not kinds <= _SCALARS_AND_TUPLE:
+        return False
+    # The items of the tuples (a few finish reasons or claim categories), each an exact string:
+    # the tuples picked out and their items' types read in C, as the types above.
+    tuples = compress(values, map(_is_tuple_type, map(type, values)))
+    return _STR_ONLY.issuperset(map(type, chain.from_iterable(tuples)))
 
 
 def stamp(span: Any, attributes: dict[str, Any]) -> None:

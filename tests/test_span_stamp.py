@@ -113,3 +113,17 @@ def test_a_span_class_that_overrides_the_writers_is_written_through_them() -> No
     stamp(span, {"gen_ai.tool.call.result": "secret", "agentguard.tool.result_empty": False})
     assert dict(span.attributes or {}) == {"gen_ai.tool.call.result": "<redacted>",
                                           "agentguard.tool.result_empty": "<redacted>"}
+
+
+@pytest.mark.parametrize("value", [("a", 1), (1, 2), (("a",),), ("a", None), ["write"], None, b"x"])
+def test_each_value_the_sdk_would_convert_takes_the_public_api_alone(value: Any) -> None:
+    # Beside plain scalars and a tuple of strings, so the one odd value decides on its own.
+    stamps = {"agentguard.count": 1, "agentguard.reasons": ("stop",), "agentguard.odd": value}
+    tracer, exporter = _tracing()
+    ours, theirs = tracer.start_span("ours"), tracer.start_span("theirs")
+    stamp(ours, dict(stamps))
+    theirs.set_attributes(dict(stamps))
+    ours.end()
+    theirs.end()
+    first, second = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == dict(second.attributes or {})
