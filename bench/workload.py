@@ -72,7 +72,6 @@ def model_step(rnd: random.Random, tool_calls: int) -> StepSpec:
     start = {
         A.GEN_AI_OPERATION_NAME: "chat",
         A.GEN_AI_PROVIDER_NAME: "openai",
-        A.GEN_AI_SYSTEM: "openai",
         A.GEN_AI_REQUEST_MODEL: "gpt-4o-mini",
     }
     end = {

@@ -150,7 +150,6 @@ class ModelCall:
             span_attributes: dict[str, Any] = {
                 A.GEN_AI_OPERATION_NAME: operation,
                 A.GEN_AI_PROVIDER_NAME: provider,
-                A.GEN_AI_SYSTEM: provider,
                 **(attributes or {}),
             }
             if request_model:

@@ -289,7 +289,6 @@ class GuardTracingProcessor(TracingProcessor):
             attributes = {
                 A.GEN_AI_OPERATION_NAME: "chat",
                 A.GEN_AI_PROVIDER_NAME: PROVIDER,
-                A.GEN_AI_SYSTEM: PROVIDER,
             }
             if model:
                 attributes[A.GEN_AI_REQUEST_MODEL] = str(model)
