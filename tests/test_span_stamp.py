@@ -54,18 +54,26 @@ def test_attribute_limits_are_the_sdks_to_apply(limits: SpanLimits) -> None:
 def test_values_that_are_not_plain_scalars_and_ended_spans_take_the_public_api(caplog: pytest.LogCaptureFixture) -> None:
     odd: dict[str, Any] = {"agentguard.claims": ["write"], "agentguard.none": None, "agentguard.mixed": ("a", 1),
                            "agentguard.numbers": (1, 2), "agentguard.nested": (("a",),)}
+    ours, theirs = _stamped_beside_set(odd, late={"agentguard.stop_reason": "late"})
+    assert ours == theirs  # the SDK's conversions, as it makes them
+    assert ours["agentguard.claims"] == ("write",)
+    assert "agentguard.stop_reason" not in ours
+    assert "ended span" in caplog.text
+
+
+def _stamped_beside_set(stamps: dict[str, Any], late: dict[str, Any] | None = None) -> tuple[dict, dict]:
+    """The exported attributes of a span given ``stamps`` by stamp() and of one given them by the
+    SDK's set_attributes (``late``: stamped on ours after it ended)."""
     tracer, exporter = _tracing()
     ours, theirs = tracer.start_span("ours"), tracer.start_span("theirs")
-    stamp(ours, dict(odd))
-    theirs.set_attributes(dict(odd))
+    stamp(ours, dict(stamps))
+    theirs.set_attributes(dict(stamps))
     ours.end()
     theirs.end()
-    stamp(ours, {"agentguard.stop_reason": "late"})
+    if late is not None:
+        stamp(ours, late)
     first, second = exporter.get_finished_spans()
-    assert dict(first.attributes or {}) == dict(second.attributes or {})  # the SDK's conversions, as it makes them
-    assert first.attributes["agentguard.claims"] == ("write",)  # type: ignore[index]
-    assert "agentguard.stop_reason" not in first.attributes  # type: ignore[operator]
-    assert "ended span" in caplog.text
+    return dict(first.attributes or {}), dict(second.attributes or {})
 
 
 def test_a_span_of_another_kind_is_written_through_its_own_api() -> None:
@@ -118,12 +126,5 @@ def test_a_span_class_that_overrides_the_writers_is_written_through_them() -> No
 @pytest.mark.parametrize("value", [("a", 1), (1, 2), (("a",),), ("a", None), ["write"], None, b"x"])
 def test_each_value_the_sdk_would_convert_takes_the_public_api_alone(value: Any) -> None:
     # Beside plain scalars and a tuple of strings, so the one odd value decides on its own.
-    stamps = {"agentguard.count": 1, "agentguard.reasons": ("stop",), "agentguard.odd": value}
-    tracer, exporter = _tracing()
-    ours, theirs = tracer.start_span("ours"), tracer.start_span("theirs")
-    stamp(ours, dict(stamps))
-    theirs.set_attributes(dict(stamps))
-    ours.end()
-    theirs.end()
-    first, second = exporter.get_finished_spans()
-    assert dict(first.attributes or {}) == dict(second.attributes or {})
+    ours, theirs = _stamped_beside_set({"agentguard.count": 1, "agentguard.reasons": ("stop",), "agentguard.odd": value})
+    assert ours == theirs
