@@ -186,7 +186,12 @@ def main(argv: Sequence[str]) -> int:
     if bytecodes:  # counted, not timed: the Python bytecodes of ``calls`` calls on this thread
         from bench.bytecodes import counted
 
-        executed, _ = counted(lambda: [call() for _ in range(calls)] and calls)
+        def calls_made() -> int:
+            for _ in range(calls):
+                call()
+            return calls
+
+        executed, _ = counted(calls_made)
         if provider is not None:
             provider.force_flush()
         print(json.dumps({"variant": variant, "bytecodes_per_call": executed / calls, "spans": exporter.spans}))

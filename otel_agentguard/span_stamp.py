@@ -16,6 +16,7 @@ public API.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import partial
 from itertools import chain, compress
 from operator import is_
@@ -76,8 +77,9 @@ def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
         span.set_attributes(attributes)
 
 
-def _stored_as_is(values: Any) -> bool:
-    """Whether the SDK would store each value unchanged: an exact scalar or a tuple of exact strings."""
+def _stored_as_is(values: Collection[Any]) -> bool:
+    """Whether the SDK would store each value unchanged: an exact scalar or a tuple of exact strings.
+    (``values`` is read twice: a collection, never a one-pass iterator.)"""
     kinds = set(map(type, values))  # the types, gathered in C: a dozen values of four or five types
     if kinds <= _SCALARS:
         return True
