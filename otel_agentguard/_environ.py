@@ -5,19 +5,24 @@ takes effect at once (tests and notebooks rely on it). ``os.environ.get`` on an
 unset name raises and catches a ``KeyError`` inside the ``Mapping`` protocol: for
 an instrumented call, four such reads cost as much as writing its span's
 attributes. ``os.environ`` keeps its entries in a plain dict of encoded names
-(``_data``), updated by every write through ``os.environ``; it is read here
-directly when this interpreter's layout is the one checked at import and
-``os.environ`` is still that object, and through ``os.environ.get`` otherwise.
+(``_data``), updated by every write through ``os.environ``; a :func:`reader`
+looks its name up there directly, encoded once, when this interpreter's layout
+is the one checked at import and ``os.environ`` is still that object, and
+through ``os.environ.get`` otherwise.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+#: ``os.environ`` and its dict of encoded entries with the encoder and decoder, when checked.
+_Layout = tuple[Any, dict[Any, Any], Callable[[str], Any], Callable[[Any], str]]
 
-def _direct_reader() -> Callable[[str], str] | None:
+
+def _direct_layout() -> _Layout | None:
     environ: Any = os.environ
     data, encode, decode = (getattr(environ, name, None) for name in ("_data", "encodekey", "decodevalue"))
     if type(data) is not dict or not callable(encode) or not callable(decode):
@@ -28,14 +33,22 @@ def _direct_reader() -> Callable[[str], str] | None:
             return None
     except Exception:  # deliberate: any surprise means the public API
         return None
-    encoded: dict[str, Any] = {}  # the guard reads a handful of names
+    return environ, data, encode, decode
 
-    def read(name: str) -> str:
+
+_LAYOUT = _direct_layout()
+
+
+def reader(name: str, layout: _Layout | None = _LAYOUT) -> Callable[[], str]:
+    """A function that returns ``os.environ.get(name, "")``, read afresh at each call."""
+    if layout is None:
+        return partial(_public_read, name)
+    environ, data, encode, decode = layout
+    key = encode(name)
+
+    def read() -> str:
         if os.environ is not environ:  # replaced (``mock.patch("os.environ", ...)``): read the new one
             return _public_read(name)
-        key = encoded.get(name)
-        if key is None:
-            key = encoded[name] = encode(name)
         value = data.get(key)
         return "" if value is None else decode(value)
 
@@ -44,7 +57,3 @@ def _direct_reader() -> Callable[[str], str] | None:
 
 def _public_read(name: str) -> str:
     return os.environ.get(name, "")
-
-
-#: ``os.environ.get(name, "")``: the value of an environment variable, ``""`` when unset.
-setting: Callable[[str], str] = _direct_reader() or _public_read

@@ -77,10 +77,12 @@ def live_count(value: Any) -> int | None:
     a server that reports 10**400 tokens must not break the judge, nor write a
     trace that cannot be read back.
     """
+    if type(value) is int and 0 <= value <= MAX_COUNT:  # the usual case, in one type test
+        return value
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
-        return value
+        return value  # a subclass of int (an IntEnum member, say)
     drop()
     return None
 

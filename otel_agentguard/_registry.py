@@ -25,24 +25,37 @@ renew_in_forked_children(globals(), "_lock")
 _processors: tuple[weakref.ref[AgentGuardSpanProcessor], ...] = ()
 _fallback_policy: Policy | None = None
 
+#: Whether any running processor is in enforce mode. False in the usual, observe-only process:
+#: then every enforcement hook returns at once, without choosing a guard on each model call.
+#: (A processor's mode is fixed when it is made.)
+any_enforcing = False
+
 
 def register(processor: AgentGuardSpanProcessor) -> None:
-    global _processors
     with _lock:
-        _processors = (*_alive(), weakref.ref(processor, _forget))
+        _replace((*_alive(), weakref.ref(processor, _forget)))
 
 
 def unregister(processor: AgentGuardSpanProcessor) -> None:
-    global _processors
     with _lock:
-        _processors = tuple(ref for ref in _alive() if ref() is not processor)
+        _replace(tuple(ref for ref in _alive() if ref() is not processor))
 
 
 def _forget(_: object) -> None:
     """A processor was garbage-collected: drop its dead reference (lock-free: the GC may run
     this while the lock is held; a dead reference left behind is skipped anyway)."""
-    global _processors
-    _processors = _alive()
+    _replace(_alive())
+
+
+def _replace(processors: tuple[weakref.ref[AgentGuardSpanProcessor], ...]) -> None:
+    global _processors, any_enforcing
+    # Raised before the processor is visible, lowered after it is gone: a hook never skips a
+    # running enforce-mode guard.
+    enforcing = any(processor.mode == "enforce" for ref in processors if (processor := ref()) is not None)
+    if enforcing:
+        any_enforcing = True
+    _processors = processors
+    any_enforcing = enforcing
 
 
 def _alive() -> tuple[weakref.ref[AgentGuardSpanProcessor], ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opentelemetry import context
 
-from otel_agentguard._environ import setting
+from otel_agentguard._environ import reader
 from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_REPAIR_HISTORY,
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
@@ -14,11 +14,13 @@ from otel_agentguard.session_resolution import current_context
 # Values of the GenAI capture variable that put content on spans (the GenAI
 # utilities also accept the SPAN_ONLY / SPAN_AND_EVENT spellings).
 _CAPTURE_ON = frozenset({"true", "1", "yes", "span_only", "span_and_event"})
+_capture_setting = reader(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+_repair_history_setting = reader(OTEL_AGENTGUARD_REPAIR_HISTORY)
 
 
 def capture_content() -> bool:
     """Whether raw arguments, results, prompts and answers may go on spans (off by default)."""
-    value = setting(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    value = _capture_setting()
     return bool(value) and value.strip().lower() in _CAPTURE_ON
 
 
@@ -34,5 +36,5 @@ def repair_history_enabled(options: dict[str, object]) -> bool:
     """The opt-in history middleware: ``instrument(repair_history=True)`` or the environment."""
     if "repair_history" in options:
         return bool(options["repair_history"])
-    value = setting(OTEL_AGENTGUARD_REPAIR_HISTORY)
+    value = _repair_history_setting()
     return bool(value) and value.strip().lower() in ("true", "1", "yes")

@@ -54,6 +54,8 @@ class GuardRef:
         return chosen.policy if chosen is not None else _registry.environment_policy()
 
     def _enforcing(self) -> AgentGuardSpanProcessor | None:
+        if not _registry.any_enforcing:  # observe mode everywhere (the usual case): nothing to choose
+            return None
         chosen = self.processor()
         return chosen if chosen is not None and chosen.mode == "enforce" else None
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_agentguard import _ranges
-from otel_agentguard._environ import setting
+from otel_agentguard._environ import reader
 from otel_agentguard.attributes import PROBE_NAMES
 from otel_agentguard.claim_classifier import (
     DEFAULT_TIMEOUT_MS,
@@ -56,6 +56,7 @@ _MAX_POLICY_BYTES = 1 << 20
 EFFECTS = ("read", "write")
 
 
+_profile_setting = reader(OTEL_AGENTGUARD_PROFILE)  # read at each resolution: a change applies at once
 _MAX_FINGERPRINTERS = 1024  # tools past this many get a fresh fingerprinter per call
 
 
@@ -299,7 +300,7 @@ class Policy:
         if not name and task_type:
             name = self.task_types.get(task_type)
         if not name:
-            name = setting(OTEL_AGENTGUARD_PROFILE) or self.default_profile
+            name = _profile_setting() or self.default_profile
         profile = self.profiles.get(name)
         if profile is None:
             if name not in self._warned_profiles and len(self._warned_profiles) < 64:

@@ -108,7 +108,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         idle_timeout_s: float | None = None,
     ):
         self.policy = coerce_policy(policy)
-        self.mode = _resolve_mode(mode)
+        self._mode = _resolve_mode(mode)
         self.tracer_provider = tracer_provider
         self._store_options = _store_limits(max_sessions, idle_timeout_s)
         self._metrics = GuardMetrics(meter_provider)
@@ -121,6 +121,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._shut_down = False
         _registry.register(self)
         _start_afresh_in_forked_children(self)
+
+    @property
+    def mode(self) -> str:
+        """``"observe"`` or ``"enforce"``, fixed when the processor is made."""
+        return self._mode
 
     @property
     def shut_down(self) -> bool:

@@ -125,3 +125,30 @@ def test_enforcement_goes_to_the_given_guard_not_the_newest(tmp_path):
     finally:
         OpenAIInstrumentor().uninstrument()
         provider.shutdown()
+
+
+def test_the_hooks_ask_an_enforcing_guard_only_while_one_runs():
+    """In a process where every guard observes, the hooks return at once; an enforce-mode guard
+    is asked from the moment it is made until it is shut down or dropped."""
+    import gc
+
+    from otel_agentguard import _registry
+
+    gc.collect()  # guards other tests dropped without shutting down
+    observing = AgentGuardSpanProcessor(TIGHT, "observe")
+    assert not _registry.any_enforcing
+    assert GuardRef()._enforcing() is None
+    enforcing = AgentGuardSpanProcessor(TIGHT, "enforce")
+    assert _registry.any_enforcing
+    assert GuardRef()._enforcing() is enforcing
+    enforcing.shutdown()
+    assert not _registry.any_enforcing
+    dropped = AgentGuardSpanProcessor(TIGHT, "enforce")
+    assert GuardRef(observing)._enforcing() is None  # the explicit guard observes
+    assert GuardRef()._enforcing() is dropped
+    del dropped
+    gc.collect()
+    assert not _registry.any_enforcing
+    with pytest.raises(AttributeError):
+        observing.mode = "enforce"  # type: ignore[misc]  # fixed when made: the flag relies on it
+    observing.shutdown()

@@ -24,7 +24,7 @@ from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors, _ranges
+from otel_agentguard import _internal_errors, _ranges, _registry
 from otel_agentguard import attributes as A
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
@@ -108,19 +108,22 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "guard", "result", "_done", "_cut_checked")
+    __slots__ = ("span", "owned", "guard", "result", "_done", "_cut_checked", "_capture")
 
-    def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None):
+    def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None, capture: bool | None = None):
         self.span = span
         self.owned = owned
         self.guard = guard if guard is not None else PROCESS_GUARD
         self.result: ModelResult | None = None
         self._done = False
         self._cut_checked = False
+        self._capture = capture  # whether content goes on the span, when read at the start
 
     def after(self, session_id: str | None = None) -> None:
         """Enforce mode, once the call has finished: raise :class:`AgentStopped` when the
         answer must not be delivered (see :meth:`GuardRef.after_model_call`)."""
+        if not _registry.any_enforcing:  # observe mode everywhere: no hook to ask, no call ids to gather
+            return
         result = self.result
         if result is None:
             self.guard.after_model_call(session_id)
@@ -154,11 +157,12 @@ class ModelCall:
             }
             if request_model:
                 span_attributes[A.GEN_AI_REQUEST_MODEL] = request_model
-            if input_messages is not None and capture_content():
+            capture = capture_content()  # read once: the prompt and the answer follow the same setting
+            if capture and input_messages is not None:
                 span_attributes["gen_ai.input.messages"] = _json(input_messages)
             name = f"{operation} {request_model}" if request_model else operation
             return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes), owned=True,
-                       guard=guard)
+                       guard=guard, capture=capture)
         except Exception as exc:  # deliberate: no span for this call, the call itself goes on
             _internal_errors.report("model_call.start", exc)
             return None
@@ -254,7 +258,8 @@ class ModelCall:
         try:
             if result is not None and self.span.is_recording():
                 # The guard's policy only judges a final answer's claims: not looked up otherwise.
-                stamp(self.span, response_attributes(result, self.guard.policy if result.final else None))
+                stamp(self.span, response_attributes(result, self.guard.policy if result.final else None,
+                                                     capture=self._capture))
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
@@ -284,8 +289,10 @@ class _Current:
 _UNCHANGED: AbstractContextManager[None] = nullcontext()
 
 
-def response_attributes(result: ModelResult, policy: Policy | None = None) -> dict[str, Any]:
-    """What the judge reads from a response; ``policy`` (its claim rules): the call's guard's."""
+def response_attributes(result: ModelResult, policy: Policy | None = None, *,
+                        capture: bool | None = None) -> dict[str, Any]:
+    """What the judge reads from a response; ``policy`` (its claim rules): the call's guard's;
+    ``capture``: whether the answer goes on the span (``None``: the environment says)."""
     attributes: dict[str, Any] = {
         A.GEN_AI_RESPONSE_FINISH_REASONS: tuple(result.finish_reasons),
         A.RESPONSE_TOOL_CALLS: result.tool_calls,
@@ -311,7 +318,7 @@ def response_attributes(result: ModelResult, policy: Policy | None = None) -> di
                 attributes[A.FINAL_CLAIM_CLAUSE] = verdict.clause
     if result.repetition is not None:
         attributes[A.OUTPUT_REPETITION] = result.repetition.summary().attribute
-    if capture_content():
+    if capture if capture is not None else capture_content():
         attributes[A.GEN_AI_OUTPUT_MESSAGES] = _json([{
             "role": "assistant",
             "parts": [{"type": "text", "content": result.text}] if result.text else [],
