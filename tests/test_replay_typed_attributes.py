@@ -30,6 +30,7 @@ from otel_agentguard.replay import _typed_otlp, otlp
 from otel_agentguard.replay.otlp import decode_read_attributes
 
 COMPILED = _typed_otlp.read_attributes  # as chosen at import, before any test switches it
+PARSE = _typed_otlp.parse_attributes
 RECORDS = msgspec.json.Decoder(list[_typed_otlp._KeyValue])
 
 ANY_KEY = st.one_of(NEAR_USUAL_KEYS, st.sampled_from(sorted(otlp.READ_KEYS)), st.text(max_size=8),
@@ -188,11 +189,11 @@ def test_a_helper_that_changes_the_records_under_it_crashes_nothing(monkeypatch)
 
     monkeypatch.setattr(otlp, "decode_array", emptying)
     try:
-        _typed_otlp._compiled_reader()  # configured with the helper now in place
+        _typed_otlp._compiled()  # configured with the helper now in place
         assert COMPILED(records, {}, {}) == {A.GEN_AI_RESPONSE_FINISH_REASONS: (1,)}
     finally:
         monkeypatch.undo()
-        _typed_otlp._compiled_reader()
+        _typed_otlp._compiled()
 
 
 class _Plain:  # fields that are no slots (as another msgspec might make them)
@@ -215,12 +216,12 @@ def test_records_it_cannot_read_through_their_slots_leave_the_python_decoder_in_
     monkeypatch.setattr(_typed_otlp, "_KeyValue", key_value)
     monkeypatch.setattr(_typed_otlp, "_AnyValue", any_value)
     try:
-        assert _typed_otlp._compiled_reader() is None  # so read_attributes would be the Python loop
+        assert _typed_otlp._compiled() is None  # so read_attributes would be the Python loop
     finally:
         monkeypatch.undo()
     # The refused configuration changed nothing: the module still reads the real records.
     assert COMPILED(records, {}, {}) == {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 7}
-    assert _typed_otlp._compiled_reader() is COMPILED
+    assert _typed_otlp._compiled() == (COMPILED, PARSE)
 
 
 def test_a_helper_that_configures_the_module_anew_frees_nothing_still_in_use():
@@ -231,7 +232,7 @@ def test_a_helper_that_configures_the_module_anew_frees_nothing_still_in_use():
     def configure(shared_keys: dict[str, str], decode_value: Any) -> None:
         _typed_attributes.configure(_typed_otlp._KeyValue, _typed_otlp._AnyValue, shared_keys,
                                     otlp.REPEATED_VALUE_KEYS, otlp.is_read_key, otlp.decode_array, decode_value,
-                                    msgspec.UNSET)
+                                    msgspec.UNSET, _typed_otlp._Unparsed)
 
     def reconfiguring(value: Any) -> Any:
         configure(dict(otlp.SHARED_READ_KEYS), otlp.decode_value)
@@ -245,4 +246,4 @@ def test_a_helper_that_configures_the_module_anew_frees_nothing_still_in_use():
         records = RECORDS.decode(b'[{"key":"only.key","value":{"kvlistValue":{"values":[]}}}]')
         assert COMPILED(records, {}, {}) == {"only.key": {}}
     finally:
-        assert _typed_otlp._compiled_reader() is COMPILED
+        assert _typed_otlp._compiled() == (COMPILED, PARSE)

@@ -42,13 +42,16 @@ def _skip_unless_compiled() -> None:
                       "otel_agentguard.replay._typed_attributes", "attributes are decoded in Python")
 
 
-@pytest.fixture(params=["compiled decoder", "python decoder"], autouse=True)
+@pytest.fixture(params=["compiled parser", "compiled decoder", "python decoder"], autouse=True)
 def attribute_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here runs with each decoder of a span's attributes: the compiled one (where the
-    package was built with it) and the Python one, which is what runs without a C compiler."""
-    if request.param == "compiled decoder":
+    """Every test here runs with each reader of a span's attributes: the compiled parser of their
+    JSON text and the compiled decoder of their records (where the package was built with them),
+    and the Python decoder of their records, which is what runs without a C compiler."""
+    if request.param != "python decoder":
         _skip_unless_compiled()
-    else:
+    if request.param != "compiled parser":
+        monkeypatch.setattr(_typed_otlp, "parse_attributes", None)
+    if request.param == "python decoder":
         monkeypatch.setattr(_typed_otlp, "read_attributes", _typed_otlp._attributes)
     return str(request.param)
 

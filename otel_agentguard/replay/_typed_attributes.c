@@ -9,12 +9,16 @@
  * (arrays, key-value lists, bytes; keys outside the read set met for the first time) to
  * the very same helpers. Tests compare both on the same records.
  *
+ * parse() (further below) makes the same dict from the attributes' JSON text, for the shapes
+ * exporters write, without the records.
+ *
  * Whatever raises here raises in the Python function too: the caller then leaves the line
  * to the reference reader, which words the error.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT_EX, the kind of a record's fields */
+#include <stdint.h>
 
 /* Set once by configure(): what the Python function reads from its modules. */
 static PyObject *shared_keys;   /* dict: each read key -> the one string kept for it */
@@ -301,6 +305,582 @@ read_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return decoded;
 }
 
+/* --- The same attributes parsed from their JSON text --------------------------------------
+ *
+ * parse() reads the attributes array as msgspec leaves it undecoded (msgspec.Raw), in the shapes
+ * exporters write: [{"key": "...", "value": {"<one member>": ...}}, ...] with a string, an
+ * integer (or its decimal string), true or false, a JSON number, or an array of strings. It
+ * makes the dict read() makes of the records msgspec would decode from the same text, without
+ * making the records. Anything else (other members or more than one, members out of order, a
+ * lone surrogate, bytes that are not UTF-8, a number the grammar below does not take, a value
+ * the records would not convert either) raises the configured Unparsed exception: the caller
+ * then decodes the line into records and reads them with read(). Tests compare both on the
+ * same text.
+ *
+ * A replay meets the same few dozen keys millions of times: each plain key's text is looked up
+ * in a small table (its str, whether it is kept, whether its values are kept once), so the
+ * usual attribute makes no str of its key and no dict lookup to decide what to do with it. */
+
+static PyObject *unparsed; /* the exception for text outside the shapes parsed here */
+
+typedef struct {
+    const char *p, *end;
+} Cursor;
+
+static void *
+outside(void)
+{
+    PyErr_SetNone(unparsed);
+    return NULL;
+}
+
+static void
+skip_space(Cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) {
+        c->p++;
+    }
+}
+
+/* The next character after any space, taken when it is `ch`. */
+static int
+take(Cursor *c, char ch)
+{
+    skip_space(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+static int
+take_word(Cursor *c, const char *word, Py_ssize_t n)
+{
+    skip_space(c);
+    if (c->end - c->p >= n && memcmp(c->p, word, n) == 0) {
+        c->p += n;
+        return 1;
+    }
+    return 0;
+}
+
+/* A member name followed by its colon: 1 when it is `name` (of n characters), else 0 with the
+ * cursor where it was. */
+static int
+take_name_n(Cursor *c, const char *name, Py_ssize_t n)
+{
+    skip_space(c);
+    const char *at = c->p;
+    if (c->end - at < n + 2 || at[0] != '"' || memcmp(at + 1, name, n) != 0 || at[n + 1] != '"') {
+        return 0;
+    }
+    c->p = at + n + 2;
+    if (!take(c, ':')) {
+        c->p = at;
+        return 0;
+    }
+    return 1;
+}
+#define take_name(c, name) take_name_n((c), (name), (Py_ssize_t)sizeof(name) - 1)
+
+/* Whether any of 8 bytes is a quote, a backslash, a control character or not ASCII. */
+static inline int
+special_in(uint64_t word)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = word ^ (0x22 * ones), backslash = word ^ (0x5C * ones);
+    uint64_t zero_byte = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash);
+    uint64_t control = (word - 0x20 * ones) & ~word; /* exact where no byte has its high bit */
+    return ((zero_byte | control) & highs) != 0 || (word & highs) != 0;
+}
+
+/* The text of a JSON string at the cursor: where it starts, how long it is, and whether it is
+ * plain (ASCII with no escape). -1 (Unparsed) when there is no string. */
+static int
+scan_string(Cursor *c, const char **start, Py_ssize_t *n, int *plain)
+{
+    skip_space(c);
+    if (c->p >= c->end || *c->p != '"') return outside(), -1;
+    const char *p = ++c->p, *end = c->end;
+    *plain = 1;
+    while (end - p >= 8) { /* eight plain bytes at a time */
+        uint64_t word;
+        memcpy(&word, p, 8);
+        if (special_in(word)) break;
+        p += 8;
+    }
+    for (; p < end && *p != '"'; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20) return outside(), -1; /* a raw control character: not JSON */
+        if (ch >= 0x80) {
+            *plain = 0;
+        }
+        else if (ch == '\\') {
+            *plain = 0;
+            if (++p >= end) return outside(), -1;
+        }
+    }
+    if (p >= end) return outside(), -1;
+    *start = c->p;
+    *n = p - c->p;
+    c->p = p + 1; /* past the closing quote */
+    return 0;
+}
+
+static int
+hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* A string's escapes written out as UTF-8 into out (at least as long as the text): its length,
+ * or -1 for an escape left to msgspec (a surrogate, which may be half of a pair or alone). */
+static Py_ssize_t
+unescape(const char *text, Py_ssize_t n, char *out)
+{
+    Py_ssize_t written = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char ch = text[i];
+        if (ch != '\\') {
+            out[written++] = ch;
+            continue;
+        }
+        if (++i >= n) return -1;
+        switch (text[i]) {
+        case '"': out[written++] = '"'; break;
+        case '\\': out[written++] = '\\'; break;
+        case '/': out[written++] = '/'; break;
+        case 'b': out[written++] = '\b'; break;
+        case 'f': out[written++] = '\f'; break;
+        case 'n': out[written++] = '\n'; break;
+        case 'r': out[written++] = '\r'; break;
+        case 't': out[written++] = '\t'; break;
+        case 'u': {
+            if (i + 4 >= n) return -1;
+            int code = 0;
+            for (int k = 1; k <= 4; k++) {
+                int digit = hex_digit(text[i + k]);
+                if (digit < 0) return -1;
+                code = code * 16 + digit;
+            }
+            i += 4;
+            if (code >= 0xD800 && code <= 0xDFFF) return -1;
+            if (code < 0x80) {
+                out[written++] = (char)code;
+            }
+            else if (code < 0x800) {
+                out[written++] = (char)(0xC0 | (code >> 6));
+                out[written++] = (char)(0x80 | (code & 0x3F));
+            }
+            else {
+                out[written++] = (char)(0xE0 | (code >> 12));
+                out[written++] = (char)(0x80 | ((code >> 6) & 0x3F));
+                out[written++] = (char)(0x80 | (code & 0x3F));
+            }
+            break;
+        }
+        default: return -1;
+        }
+    }
+    return written;
+}
+
+/* The str of a scanned string (new reference): Unparsed for text that is not UTF-8 or holds an
+ * escape left to msgspec. */
+static PyObject *
+make_string(const char *start, Py_ssize_t n, int plain)
+{
+    if (plain) {
+        return PyUnicode_FromStringAndSize(start, n);
+    }
+    char *buffer = PyMem_Malloc(n > 0 ? n : 1); /* written out, escapes never grow */
+    if (buffer == NULL) return PyErr_NoMemory();
+    Py_ssize_t length = unescape(start, n, buffer);
+    PyObject *text = length < 0 ? NULL : PyUnicode_DecodeUTF8(buffer, length, "strict");
+    PyMem_Free(buffer);
+    if (text == NULL) {
+        PyErr_Clear(); /* not UTF-8, or an escape left to msgspec */
+        return outside();
+    }
+    return text;
+}
+
+/* A JSON string at the cursor as a str (new reference); with `make` 0 only checked, and Py_None
+ * returned for it. */
+static PyObject *
+string(Cursor *c, int make)
+{
+    const char *start;
+    Py_ssize_t n;
+    int plain;
+    if (scan_string(c, &start, &n, &plain) < 0) return NULL;
+    if (!make && plain) return Py_NewRef(Py_None);
+    PyObject *text = make_string(start, n, plain);
+    if (text != NULL && !make) Py_SETREF(text, Py_NewRef(Py_None));
+    return text;
+}
+
+/* Decimal digits, an optional minus sign first, of at most 18 digits (within int64 whatever they
+ * are) into *value: 1; else 0 (more digits, or anything else: the caller reads them slowly). */
+static int
+small_decimal(const char *text, Py_ssize_t n, long long *value)
+{
+    int negative = n > 0 && text[0] == '-';
+    Py_ssize_t digits = n - negative;
+    if (digits < 1 || digits > 18) return 0;
+    long long number = 0;
+    for (Py_ssize_t i = negative; i < n; i++) {
+        if (text[i] < '0' || text[i] > '9') return 0;
+        number = number * 10 + (text[i] - '0');
+    }
+    *value = negative ? -number : number;
+    return 1;
+}
+
+/* A JSON number at the cursor, by the grammar: where its text starts, its length, and whether
+ * it is an integer (no fraction, no exponent). -1: Unparsed. */
+static int
+scan_number(Cursor *c, const char **start, Py_ssize_t *n, int *integer)
+{
+    skip_space(c);
+    const char *p = c->p, *end = c->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end || *p < '0' || *p > '9') return outside(), -1;
+    if (*p == '0') {
+        p++;
+    }
+    else {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    *integer = 1;
+    if (p < end && *p == '.') {
+        *integer = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return outside(), -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        *integer = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return outside(), -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    *start = c->p;
+    *n = p - c->p;
+    c->p = p;
+    return 0;
+}
+
+/* An intValue: a JSON integer, or a string of decimal digits, within int64 (new reference). */
+static PyObject *
+int_member(Cursor *c)
+{
+    const char *start;
+    Py_ssize_t n;
+    int flag;
+    long long value;
+    skip_space(c);
+    int quoted = c->p < c->end && *c->p == '"';
+    if (quoted ? scan_string(c, &start, &n, &flag) < 0 : scan_number(c, &start, &n, &flag) < 0) return NULL;
+    if (small_decimal(start, n, &value)) { /* int(text) or the JSON integer, certainly within int64 */
+        return PyLong_FromLongLong(value);
+    }
+    if (!quoted) { /* a float (int64 refuses it), or an integer of 19 digits or more: left to the records */
+        return outside();
+    }
+    PyObject *text = make_string(start, n, flag);
+    if (text == NULL) return NULL;
+    PyObject *number = int64(text); /* int(text), range-checked: it raises for text int() refuses */
+    Py_DECREF(text);
+    return number;
+}
+
+/* A doubleValue: a JSON number, as float() converts what msgspec decodes (new reference). */
+static PyObject *
+double_member(Cursor *c)
+{
+    const char *start;
+    Py_ssize_t n;
+    int integer;
+    long long value;
+    char token[64];
+    if (scan_number(c, &start, &n, &integer) < 0) return NULL;
+    if (integer) { /* msgspec decodes an int, which float() converts (correctly rounded, as C's cast) */
+        return small_decimal(start, n, &value) ? PyFloat_FromDouble((double)value) : outside();
+    }
+    if (n >= (Py_ssize_t)sizeof(token)) return outside();
+    memcpy(token, start, n);
+    token[n] = '\0';
+    double number = PyOS_string_to_double(token, NULL, NULL); /* correctly rounded, as msgspec's */
+    if (number == -1.0 && PyErr_Occurred()) return NULL;
+    if (Py_IS_INFINITY(number)) return outside(); /* beyond double range: left to msgspec */
+    return PyFloat_FromDouble(number);
+}
+
+/* An arrayValue of strings only: {"values": [{"stringValue": "..."}, ...]} as a tuple. */
+static PyObject *
+array_member(Cursor *c)
+{
+    if (!take(c, '{') || !take_name(c, "values") || !take(c, '[')) return outside();
+    PyObject *items = PyList_New(0);
+    if (items == NULL) return NULL;
+    if (!take(c, ']')) {
+        do {
+            if (!take(c, '{') || !take_name(c, "stringValue")) goto unparsed;
+            PyObject *text = string(c, 1);
+            if (text == NULL) goto failed;
+            int appended = PyList_Append(items, text);
+            Py_DECREF(text);
+            if (appended < 0) goto failed;
+            if (!take(c, '}')) goto unparsed;
+        } while (take(c, ','));
+        if (!take(c, ']')) goto unparsed;
+    }
+    if (!take(c, '}')) goto unparsed;
+    PyObject *decoded = PyList_AsTuple(items);
+    Py_DECREF(items);
+    return decoded;
+unparsed:
+    outside();
+failed:
+    Py_DECREF(items);
+    return NULL;
+}
+
+/* What is decided once per key: the key to keep it under, whether it is kept, whether its
+ * string values are kept once per line. */
+typedef struct {
+    PyObject *key; /* NULL: a free entry */
+    char *text;
+    Py_ssize_t length;
+    int wanted, repeated;
+} KnownKey;
+
+#define KNOWN_KEYS 512 /* a power of two; filled to three quarters at most */
+static KnownKey known_keys[KNOWN_KEYS];
+static int known_count;
+static PyObject *known_for_kept; /* the `kept` dict the table was filled with */
+
+static void
+forget_known_keys(void)
+{
+    for (int i = 0; i < KNOWN_KEYS; i++) {
+        Py_CLEAR(known_keys[i].key);
+        PyMem_Free(known_keys[i].text);
+        known_keys[i].text = NULL;
+    }
+    known_count = 0;
+    Py_CLEAR(known_for_kept);
+}
+
+static size_t
+text_hash(const char *text, Py_ssize_t n)
+{
+    uint64_t hash = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        hash = (hash ^ (unsigned char)text[i]) * 0x100000001b3ULL;
+    }
+    return (size_t)hash;
+}
+
+/* The entry of a plain key's text: a known one, or a free one to fill (NULL when the table is full). */
+static KnownKey *
+known_key(const char *text, Py_ssize_t n)
+{
+    size_t at = text_hash(text, n) & (KNOWN_KEYS - 1);
+    for (;; at = (at + 1) & (KNOWN_KEYS - 1)) {
+        KnownKey *entry = &known_keys[at];
+        if (entry->key == NULL) {
+            return known_count < KNOWN_KEYS * 3 / 4 ? entry : NULL;
+        }
+        if (entry->length == n && memcmp(entry->text, text, n) == 0) {
+            return entry;
+        }
+    }
+}
+
+/* What read_one decides for a key: its kept key (new reference), whether it is wanted and whether
+ * its string values are kept once. -1 on error. */
+static int
+decide_key(Cursor *c, PyObject *kept, PyObject **kept_key, int *repeated)
+{
+    const char *start;
+    Py_ssize_t n;
+    int plain;
+    if (scan_string(c, &start, &n, &plain) < 0) return -1;
+    KnownKey *entry = NULL;
+    if (plain) {
+        if (known_for_kept != kept) { /* another memory of keys (tests swap it): start afresh */
+            forget_known_keys();
+            known_for_kept = Py_NewRef(kept);
+        }
+        entry = known_key(start, n);
+        if (entry != NULL && entry->key != NULL) {
+            *kept_key = Py_NewRef(entry->key);
+            *repeated = entry->repeated;
+            return entry->wanted;
+        }
+    }
+    PyObject *key = make_string(start, n, plain);
+    if (key == NULL) return -1;
+    int wanted = wanted_key(key, kept, kept_key);
+    Py_DECREF(key);
+    if (wanted < 0) return -1;
+    *repeated = PySet_Contains(repeated_keys, *kept_key);
+    if (*repeated < 0) {
+        Py_CLEAR(*kept_key);
+        return -1;
+    }
+    /* Kept for the next span, unless the helper called back changed the configuration meanwhile. */
+    if (entry != NULL && entry->key == NULL && known_for_kept == kept && (entry->text = PyMem_Malloc(n ? n : 1))) {
+        memcpy(entry->text, start, n);
+        entry->length = n;
+        entry->key = Py_NewRef(*kept_key);
+        entry->wanted = wanted;
+        entry->repeated = *repeated;
+        known_count++;
+    }
+    return wanted;
+}
+
+/* A value object's one member (new reference); Py_None for an empty one. A string is made only
+ * when `wanted`, and kept once per line when `repeated`. */
+static PyObject *
+value_member(Cursor *c, PyObject *shared, int wanted, int repeated)
+{
+    if (!take(c, '{')) return outside();
+    if (take(c, '}')) return Py_NewRef(Py_None); /* an empty value */
+    PyObject *inner;
+    if (take_name(c, "stringValue")) {
+        inner = string(c, wanted);
+        if (inner != NULL && wanted && repeated) {
+            PyObject *once = PyDict_SetDefault(shared, inner, inner); /* borrowed */
+            Py_SETREF(inner, once == NULL ? NULL : Py_NewRef(once));
+        }
+    }
+    else if (take_name(c, "intValue")) {
+        inner = int_member(c);
+    }
+    else if (take_name(c, "boolValue")) {
+        inner = take_word(c, "true", 4) ? Py_NewRef(Py_True)
+                : take_word(c, "false", 5) ? Py_NewRef(Py_False) : outside();
+    }
+    else if (take_name(c, "doubleValue")) {
+        inner = double_member(c);
+    }
+    else if (take_name(c, "arrayValue")) {
+        inner = array_member(c);
+    }
+    else {
+        return outside(); /* key-value lists, bytes, a member msgspec would ignore */
+    }
+    if (inner != NULL && !take(c, '}')) { /* one member only: of several, msgspec's precedence decides */
+        Py_DECREF(inner);
+        return outside();
+    }
+    return inner;
+}
+
+/* One {"key": ..., "value": ...} into decoded; 0, or -1 with an exception set. */
+static int
+parse_one(Cursor *c, PyObject *decoded, PyObject *shared, PyObject *kept)
+{
+    if (!take(c, '{') || !take_name(c, "key")) return outside(), -1;
+    PyObject *kept_key = NULL, *inner = NULL;
+    int repeated = 0, result = -1;
+    int wanted = decide_key(c, kept, &kept_key, &repeated);
+    if (wanted < 0) return -1;
+    if (take(c, '}')) { /* no value: None */
+        inner = Py_NewRef(Py_None);
+    }
+    else {
+        if (!take(c, ',') || !take_name(c, "value")) {
+            outside();
+            goto done;
+        }
+        inner = take_word(c, "null", 4) ? Py_NewRef(Py_None) : value_member(c, shared, wanted, repeated);
+        if (inner == NULL) goto done;
+        if (!take(c, '}')) {
+            outside();
+            goto done;
+        }
+    }
+    result = wanted ? PyDict_SetItem(decoded, kept_key, inner) : 0;
+done:
+    Py_XDECREF(inner);
+    Py_XDECREF(kept_key);
+    return result;
+}
+
+static PyObject *
+parse_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "parse(raw, shared, kept) takes three arguments");
+        return NULL;
+    }
+    PyObject *raw = args[0], *shared = args[1], *kept = args[2];
+    if (shared_keys == NULL || unparsed == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(shared) || !PyDict_CheckExact(kept)) {
+        PyErr_SetString(PyExc_TypeError, "shared and kept must be dicts");
+        return NULL;
+    }
+    PyObject *decoded = PyDict_New();
+    if (decoded == NULL || raw == Py_None) { /* no attributes member */
+        return decoded;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(raw, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(decoded);
+        return NULL;
+    }
+    /* The view holds the text while helpers called back run Python code. */
+    Cursor c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    int failed = 0;
+    if (take_word(&c, "null", 4)) {
+        /* null: no attributes */
+    }
+    else if (!take(&c, '[')) {
+        failed = 1;
+    }
+    else if (!take(&c, ']')) {
+        do {
+            if (parse_one(&c, decoded, shared, kept) < 0) {
+                failed = -1;
+                break;
+            }
+        } while (take(&c, ','));
+        if (!failed && !take(&c, ']')) {
+            failed = 1;
+        }
+    }
+    if (!failed) {
+        skip_space(&c);
+        failed = c.p != c.end;
+    }
+    PyBuffer_Release(&view);
+    if (failed) {
+        /* Whatever went wrong, the records are read instead (and raise what the reference reader
+         * is to word): a value the records would not even convert may be one of several members,
+         * of which msgspec's precedence takes another. Only running out of memory stays as it is. */
+        if (failed > 0 || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+            PyErr_Clear();
+            outside();
+        }
+        Py_DECREF(decoded);
+        return NULL;
+    }
+    return decoded;
+}
+
 /* Where a record type keeps a field: its slot's offset, into *offset. */
 static int
 field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
@@ -324,14 +904,14 @@ field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
 static PyObject *
 configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
+    if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "configure(key_value_type, any_value_type, shared_keys, repeated_keys, "
-                                         "is_read_key, decode_array, decode_value, unset)");
+                                         "is_read_key, decode_array, decode_value, unset, unparsed)");
         return NULL;
     }
     if (!PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyDict_CheckExact(args[2])
-        || !PyFrozenSet_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "expected two types, a dict and a frozenset");
+        || !PyFrozenSet_CheckExact(args[3]) || !PyExceptionClass_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "expected two types, a dict, a frozenset, ..., and an exception class");
         return NULL;
     }
     /* All found before any is kept: a refused type leaves the configuration as it was. */
@@ -342,9 +922,10 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     memcpy(offsets, found, sizeof(offsets));
-    PyObject **slots[8] = {(PyObject **)&key_value_type, (PyObject **)&any_value_type, &shared_keys, &repeated_keys,
-                           &is_read_key, &decode_array, &decode_value, &unset};
-    for (int i = 0; i < 8; i++) {
+    forget_known_keys(); /* decided under the old configuration */
+    PyObject **slots[9] = {(PyObject **)&key_value_type, (PyObject **)&any_value_type, &shared_keys, &repeated_keys,
+                           &is_read_key, &decode_array, &decode_value, &unset, &unparsed};
+    for (int i = 0; i < 9; i++) {
         Py_XSETREF(*slots[i], Py_NewRef(args[i]));
     }
     Py_RETURN_NONE;
@@ -353,9 +934,11 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))read_attributes, METH_FASTCALL,
      "read(items, shared, kept): the attributes of one span, as _typed_otlp._attributes reads them."},
+    {"parse", (PyCFunction)(void (*)(void))parse_attributes, METH_FASTCALL,
+     "parse(raw, shared, kept): the same from the attributes' JSON text (msgspec.Raw), or Unparsed."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(key_value_type, any_value_type, shared_keys, repeated_keys, is_read_key, decode_array, "
-     "decode_value, unset): what read() uses."},
+     "decode_value, unset, unparsed): what read() and parse() use."},
     {NULL, NULL, 0, NULL},
 };
 

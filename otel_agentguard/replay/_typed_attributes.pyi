@@ -10,6 +10,9 @@ def configure(
     decode_array: Callable[[Any], tuple[Any, ...]],
     decode_value: Callable[[Any], Any],
     unset: object,
+    unparsed: type[Exception],
     /,
 ) -> None: ...
 def read(items: list[Any] | None, shared: dict[str, str], kept: dict[str, bool], /) -> dict[str, Any]: ...
+# raw: the attributes' JSON text (msgspec.Raw, bytes, any buffer), or None when absent.
+def parse(raw: Any, shared: dict[str, str], kept: dict[str, bool], /) -> dict[str, Any]: ...
