@@ -247,3 +247,48 @@ def test_a_helper_that_configures_the_module_anew_frees_nothing_still_in_use():
         assert COMPILED(records, {}, {}) == {"only.key": {}}
     finally:
         assert _typed_otlp._compiled() == (COMPILED, PARSE)
+
+
+SPAN_LINES = [
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % fields for fields in (
+        b'{"traceId":"t1","spanId":"s1","parentSpanId":"p","name":"chat m","startTimeUnixNano":"1",'
+        b'"endTimeUnixNano":"2","status":{"code":2}}',
+        b'{"traceId":"t1","spanId":"s1","startTimeUnixNano":"x"}', b'{"traceId":"t1","spanId":5}',
+        b'{"traceId":"t1","spanId":"s1","endTimeUnixNano":"%d"}' % 2**64, b'{"traceId":"t1","spanId":"s1","status":{}}',
+        b'{"traceId":"t1","spanId":"s1","name":7,"status":{"code":[1]}}',
+    )
+]
+
+
+@pytest.mark.parametrize("line", SPAN_LINES, ids=range(len(SPAN_LINES)))
+@pytest.mark.parametrize("attributes", [{}, {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 3},
+                                        {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: -3},
+                                        {A.GEN_AI_OPERATION_NAME: "invoke_agent", A.SESSION_ID: "s"}])
+def test_a_span_read_in_c_is_read_as_in_python_and_holds_on_to_nothing(line, attributes):
+    import tracemalloc
+
+    read_span = _typed_otlp._compiled_span_reader()
+    skip_unless_built(read_span is not None, "otel_agentguard.replay._typed_attributes", "spans are read in Python")
+    span = _typed_otlp._decode(line).resourceSpans[0].scopeSpans[0].spans[0]
+
+    def outcome(read: Any) -> str:
+        try:
+            return repr(read(span, dict(attributes), "p", {}))
+        except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
+            return type(exc).__name__
+
+    assert outcome(read_span) == outcome(_typed_otlp._read_span)
+
+    def read_often() -> None:
+        for _ in range(300):
+            outcome(read_span)
+
+    read_often()
+    tracemalloc.start()
+    try:
+        read_often()
+        before = tracemalloc.get_traced_memory()[0]
+        read_often()
+        assert tracemalloc.get_traced_memory()[0] - before < 1024
+    finally:
+        tracemalloc.stop()

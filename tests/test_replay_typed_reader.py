@@ -46,13 +46,15 @@ def _skip_unless_compiled() -> None:
 def attribute_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test here runs with each reader of a span's attributes: the compiled parser of their
     JSON text and the compiled decoder of their records (where the package was built with them),
-    and the Python decoder of their records, which is what runs without a C compiler."""
+    and the Python decoder of their records, which is what runs without a C compiler (there with
+    the Python reader of the span's other fields, here with the compiled one)."""
     if request.param != "python decoder":
         _skip_unless_compiled()
     if request.param != "compiled parser":
         monkeypatch.setattr(_typed_otlp, "parse_attributes", None)
     if request.param == "python decoder":
         monkeypatch.setattr(_typed_otlp, "read_attributes", _typed_otlp._attributes)
+        monkeypatch.setattr(_typed_otlp, "read_span_facts", _typed_otlp._read_span)
     return str(request.param)
 
 
@@ -209,6 +211,10 @@ ODD_SPANS = [
     {"startTimeUnixNano": 1.5}, {"startTimeUnixNano": True}, {"endTimeUnixNano": "soon"},
     {"status": {"code": 2}}, {"status": {"code": "STATUS_CODE_ERROR"}}, {"status": []}, {"status": "bad"},
     {"status": {}}, {"status": {"code": 1}}, {"name": 42}, {"name": None}, {"attributes": None}, {"attributes": {}},
+    {"spanId": 0}, {"parentSpanId": 0}, {"parentSpanId": []}, {"parentSpanId": ""}, {"traceId": False},
+    {"startTimeUnixNano": 0}, {"startTimeUnixNano": "0"}, {"startTimeUnixNano": 1e30}, {"endTimeUnixNano": None},
+    {"endTimeUnixNano": str(2**64 - 1)}, {"startTimeUnixNano": " 17 "}, {"status": None}, {"status": {"code": 2.0}},
+    {"status": {"code": [2]}}, {"status": {"code": "2"}}, {"status": {"code": 0}}, {"name": ""}, {"name": ["x"]},
 ]
 
 

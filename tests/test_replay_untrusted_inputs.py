@@ -120,6 +120,16 @@ def test_otlp_count_attribute_out_of_range_is_one_line(tmp_path, capsys, key, va
     assert f"{path}:1:" in message and key in message
 
 
+@pytest.mark.parametrize("value", [0, 7, 2**63 - 1, 2**63, -1, True, False, 7.0, "7", None, 10**400])
+def test_counts_are_in_range_when_each_is_an_exact_int_from_0_to_int64_max(value):
+    from otel_agentguard.replay.otlp import counts_in_range
+
+    expected = type(value) is int and 0 <= value <= 2**63 - 1
+    for others in ({}, {"gen_ai.usage.input_tokens": 3, "agentguard.sequence": 1, "http.status_code": -1}):
+        assert counts_in_range({**others, "gen_ai.usage.output_tokens": value}) is expected
+    assert counts_in_range({"gen_ai.operation.name": "chat", "http.status_code": -1}) is True
+
+
 @pytest.mark.parametrize("field", ["startTimeUnixNano", "endTimeUnixNano"])
 def test_otlp_timestamp_too_large_is_one_line(tmp_path, capsys, field):
     path = tmp_path / "spans.jsonl"

@@ -16,8 +16,6 @@ Options:
 
 from __future__ import annotations
 
-from operator import attrgetter, le
-
 from otel_agentguard.attributes import BUDGET_EXCEEDED
 from otel_agentguard.policy import Policy, Profile
 from otel_agentguard.probes import BUDGET_FIRED_SHIFT, Alert, SessionTotals
@@ -28,7 +26,7 @@ DISPOSAL = "force a terminal state: return what is done as incomplete; do not ex
 
 class BudgetExceeded:
     name = BUDGET_EXCEEDED
-    __slots__ = ("_limits", "_read_totals", "_caps", "_wall_time_cap")
+    __slots__ = ("_limits",)
 
     def __init__(self, profile: Profile, policy: Policy):
         self._limits = tuple(
@@ -42,19 +40,8 @@ class BudgetExceeded:
             ))
             if limit is not None
         )
-        # The usual step leaves every total within its limit: the running totals, read and
-        # compared in C (an unlimited total against infinity), then wall time.
-        caps = dict.fromkeys(_TOTAL_OF.values(), float("inf"))
-        caps.update((total, limit) for _, total, limit, _ in self._limits if total is not None)
-        self._read_totals = attrgetter(*caps)
-        self._caps = tuple(caps.values())
-        self._wall_time_cap = profile.max_wall_time_s
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
-        # (``<=`` is never true of NaN: a total that is not a number takes the loop, as any over its limit.)
-        if all(map(le, self._read_totals(totals), self._caps)) and (
-                self._wall_time_cap is None or _wall_time_used(step, totals) <= self._wall_time_cap):
-            return None
         alerts = None
         for kind, total, limit, fired in self._limits:
             if totals.fired & fired:

@@ -883,9 +883,9 @@ parse_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* Where a record type keeps a field: its slot's offset, into *offset. */
 static int
-field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
+slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset)
 {
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, field_names[which]);
+    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
     if (descriptor == NULL) {
         return -1;
     }
@@ -893,12 +893,253 @@ field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
     PyMemberDef *member = slot ? ((PyMemberDescrObject *)descriptor)->d_member : NULL;
     if (member == NULL || (member->type != T_OBJECT_EX && member->type != T_OBJECT)) {
         Py_DECREF(descriptor);
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, field_names[which]);
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
         return -1;
     }
     *offset = member->offset;
     Py_DECREF(descriptor);
     return 0;
+}
+
+static int
+field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
+{
+    return slot_offset(type, field_names[which], offset);
+}
+
+/* --- One span's facts, as _typed_otlp._read_span reads them ----------------------------------
+ *
+ * read_span() follows the Python function line by line, with the same conversions through the
+ * C-API calls the builtins make, and calls the same helpers (step_kind, counts_in_range,
+ * session_facts); the per-line setup is done once in configure_spans(). Whatever raises here
+ * raises there too, and the reference reader reads the line. */
+
+enum { TRACE_ID, SPAN_ID, PARENT_ID, NAME, START, END, STATUS, SPAN_FIELDS };
+static const char *const span_field_names[SPAN_FIELDS] = {
+    "traceId", "spanId", "parentSpanId", "name", "startTimeUnixNano", "endTimeUnixNano", "status",
+};
+static Py_ssize_t span_offsets[SPAN_FIELDS], code_offset;
+static PyTypeObject *span_type, *status_type;
+static PyObject *step_kind_of, *counts_in_range, *session_facts, *error_codes, *nested_key, *max_unix_nano,
+    *unusual, *empty_string, *zero;
+
+/* A span field (new reference); an unset slot raises, as reading the attribute would. */
+static PyObject *
+span_field(PyObject *span, int which)
+{
+    PyObject *value = *(PyObject **)((char *)span + span_offsets[which]);
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "%s is not set", span_field_names[which]);
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
+/* ``span.<field> or ""``, which must then be a str (new reference); else _Unusual. */
+static PyObject *
+id_field(PyObject *span, int which)
+{
+    PyObject *value = span_field(span, which);
+    if (value == NULL || PyUnicode_CheckExact(value)) {
+        return value;
+    }
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    if (truth < 0) {
+        return NULL;
+    }
+    if (truth) {
+        PyErr_SetNone(unusual);
+        return NULL;
+    }
+    return Py_NewRef(empty_string);
+}
+
+/* ``int(span.<field> or 0)``, which must be from 0 to 2**64-1 (new reference); else _Unusual. */
+static PyObject *
+time_field(PyObject *span, int which)
+{
+    PyObject *value = span_field(span, which);
+    if (value == NULL) {
+        return NULL;
+    }
+    int truth = PyObject_IsTrue(value);
+    PyObject *number = truth < 0 ? NULL : PyNumber_Long(truth ? value : zero); /* what int(x) calls */
+    Py_DECREF(value);
+    if (number == NULL) {
+        return NULL;
+    }
+    int low = PyObject_RichCompareBool(number, zero, Py_GE);
+    int high = low > 0 ? PyObject_RichCompareBool(number, max_unix_nano, Py_LE) : low;
+    if (high <= 0) {
+        if (high == 0) {
+            PyErr_SetNone(unusual);
+        }
+        Py_DECREF(number);
+        return NULL;
+    }
+    return number;
+}
+
+/* ``shared.setdefault(text, text)`` (new reference). */
+static PyObject *
+kept_once(PyObject *shared, PyObject *text)
+{
+    PyObject *once = PyDict_SetDefault(shared, text, text); /* borrowed */
+    return once == NULL ? NULL : Py_NewRef(once);
+}
+
+/* Whether the span failed: ``code in ERROR_CODES if code else False``, code from its status. */
+static int
+failed_status(PyObject *span)
+{
+    PyObject *status = span_field(span, STATUS);
+    if (status == NULL) {
+        return -1;
+    }
+    int error = 0;
+    if (status != Py_None) {
+        if (Py_TYPE(status) != status_type) {
+            PyErr_SetString(PyExc_TypeError, "not a _Status record");
+            error = -1;
+        }
+        else {
+            PyObject *code = *(PyObject **)((char *)status + code_offset);
+            if (code == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "code is not set");
+                error = -1;
+            }
+            else {
+                Py_INCREF(code);
+                error = PyObject_IsTrue(code);
+                if (error > 0) {
+                    error = PySequence_Contains(error_codes, code);
+                }
+                Py_DECREF(code);
+            }
+        }
+    }
+    Py_DECREF(status);
+    return error;
+}
+
+static PyObject *
+read_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared) takes four arguments");
+        return NULL;
+    }
+    PyObject *span = args[0], *attrs = args[1], *path = args[2], *shared = args[3];
+    if (span_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_spans() was not called");
+        return NULL;
+    }
+    if (Py_TYPE(span) != span_type || !PyDict_CheckExact(attrs) || !PyDict_CheckExact(shared)) {
+        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared): a _Span record and two dicts");
+        return NULL;
+    }
+    PyObject *span_id = NULL, *parent_id = NULL, *trace_id = NULL, *start = NULL, *end = NULL, *kind = NULL,
+             *name = NULL, *facts = NULL, *result = NULL;
+    if ((span_id = id_field(span, SPAN_ID)) == NULL || (parent_id = id_field(span, PARENT_ID)) == NULL
+        || (trace_id = id_field(span, TRACE_ID)) == NULL) {
+        goto done;
+    }
+    Py_SETREF(trace_id, kept_once(shared, trace_id));
+    if (trace_id == NULL) goto done;
+    Py_SETREF(parent_id, kept_once(shared, parent_id));
+    if (parent_id == NULL) goto done;
+    if (PyUnicode_GET_LENGTH(span_id) == 0 || PyUnicode_GET_LENGTH(trace_id) == 0) {
+        PyErr_SetNone(unusual);
+        goto done;
+    }
+    if ((start = time_field(span, START)) == NULL || (end = time_field(span, END)) == NULL) goto done;
+    int error = failed_status(span);
+    if (error < 0) goto done;
+    PyObject *nested = PyDict_GetItemWithError(attrs, nested_key); /* borrowed */
+    int is_nested = nested == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(nested);
+    if (is_nested < 0) goto done;
+    kind = is_nested ? Py_NewRef(Py_None) : PyObject_CallOneArg(step_kind_of, attrs);
+    if (kind == NULL) goto done;
+    if (kind == Py_None) {
+        name = Py_NewRef(empty_string);
+    }
+    else {
+        PyObject *in_range = PyObject_CallOneArg(counts_in_range, attrs);
+        int truth = in_range == NULL ? -1 : PyObject_IsTrue(in_range);
+        Py_XDECREF(in_range);
+        if (truth <= 0) {
+            if (truth == 0) PyErr_SetNone(unusual);
+            goto done;
+        }
+        if ((name = span_field(span, NAME)) == NULL) goto done;
+        int named = PyObject_IsTrue(name);
+        if (named < 0) goto done;
+        if (!named) {
+            Py_SETREF(name, Py_NewRef(empty_string));
+        }
+        else if (PyUnicode_CheckExact(name)) {
+            Py_SETREF(name, kept_once(shared, name));
+        }
+        else {
+            Py_SETREF(name, PyObject_Str(name));
+        }
+        if (name == NULL) goto done;
+    }
+    PyObject *call_args[5] = {attrs, path, start, end, error ? Py_True : Py_False};
+    facts = PyObject_Vectorcall(session_facts, call_args, 5, NULL);
+    if (facts == NULL) goto done;
+    if (!PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2) {
+        PyErr_SetString(PyExc_TypeError, "session_facts must return a pair");
+        goto done;
+    }
+    result = PyTuple_Pack(11, kind, attrs, name, trace_id, span_id, parent_id, start, end, error ? Py_True : Py_False,
+                          PyTuple_GET_ITEM(facts, 0), PyTuple_GET_ITEM(facts, 1));
+done:
+    Py_XDECREF(span_id);
+    Py_XDECREF(parent_id);
+    Py_XDECREF(trace_id);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    Py_XDECREF(kind);
+    Py_XDECREF(name);
+    Py_XDECREF(facts);
+    return result;
+}
+
+static PyObject *
+configure_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "configure_spans(span_type, status_type, step_kind, counts_in_range, "
+                                         "session_facts, error_codes, nested_key, max_unix_nano, unusual)");
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyExceptionClass_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "expected two types first and an exception class last");
+        return NULL;
+    }
+    Py_ssize_t found[SPAN_FIELDS], found_code;
+    for (int which = 0; which < SPAN_FIELDS; which++) {
+        if (slot_offset((PyTypeObject *)args[0], span_field_names[which], &found[which]) < 0) {
+            return NULL;
+        }
+    }
+    if (slot_offset((PyTypeObject *)args[1], "code", &found_code) < 0) {
+        return NULL;
+    }
+    if ((empty_string == NULL && (empty_string = PyUnicode_FromString("")) == NULL)
+        || (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)) {
+        return NULL;
+    }
+    memcpy(span_offsets, found, sizeof(span_offsets));
+    code_offset = found_code;
+    PyObject **slots[9] = {(PyObject **)&span_type, (PyObject **)&status_type, &step_kind_of, &counts_in_range,
+                           &session_facts, &error_codes, &nested_key, &max_unix_nano, &unusual};
+    for (int i = 0; i < 9; i++) {
+        Py_XSETREF(*slots[i], Py_NewRef(args[i]));
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -936,6 +1177,11 @@ static PyMethodDef methods[] = {
      "read(items, shared, kept): the attributes of one span, as _typed_otlp._attributes reads them."},
     {"parse", (PyCFunction)(void (*)(void))parse_attributes, METH_FASTCALL,
      "parse(raw, shared, kept): the same from the attributes' JSON text (msgspec.Raw), or Unparsed."},
+    {"read_span", (PyCFunction)(void (*)(void))read_span, METH_FASTCALL,
+     "read_span(span, attrs, path, shared): one span's facts, as _typed_otlp._read_span reads them."},
+    {"configure_spans", (PyCFunction)(void (*)(void))configure_spans, METH_FASTCALL,
+     "configure_spans(span_type, status_type, step_kind, counts_in_range, session_facts, error_codes, "
+     "nested_key, max_unix_nano, unusual): what read_span() uses."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(key_value_type, any_value_type, shared_keys, repeated_keys, is_read_key, decode_array, "
      "decode_value, unset, unparsed): what read() and parse() use."},

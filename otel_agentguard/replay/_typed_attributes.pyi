@@ -16,3 +16,16 @@ def configure(
 def read(items: list[Any] | None, shared: dict[str, str], kept: dict[str, bool], /) -> dict[str, Any]: ...
 # raw: the attributes' JSON text (msgspec.Raw, bytes, any buffer), or None when absent.
 def parse(raw: Any, shared: dict[str, str], kept: dict[str, bool], /) -> dict[str, Any]: ...
+def configure_spans(
+    span_type: type,
+    status_type: type,
+    step_kind: Callable[[dict[str, Any]], str | None],
+    counts_in_range: Callable[[dict[str, Any]], bool],
+    session_facts: Callable[..., tuple[Any, Any]],
+    error_codes: tuple[Any, ...],
+    nested_key: str,
+    max_unix_nano: int,
+    unusual: type[Exception],
+    /,
+) -> None: ...
+def read_span(span: Any, attrs: dict[str, Any], path: str, shared: dict[str, str], /) -> tuple[Any, ...]: ...

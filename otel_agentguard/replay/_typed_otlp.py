@@ -131,7 +131,8 @@ def _read_request(request: _Request[Any], read: Callable[[Any, dict[str, str], d
     """The spans of a decoded line, their attributes read by ``read`` (from records, or from text)."""
     shared: dict[str, str] = {}
     kept = otlp._KEPT  # noqa: SLF001 - the readers' shared memory of unlisted keys
-    return [_read_span(span, read(span.attributes, shared, kept), path, shared)
+    read_span = read_span_facts
+    return [read_span(span, read(span.attributes, shared, kept), path, shared)
             for resource in request.resourceSpans or ()
             for scope in resource.scopeSpans or () for span in scope.spans or ()]
 
@@ -245,3 +246,19 @@ read_attributes: _Reader = _COMPILED[0] if _COMPILED else _attributes
 #: The same from the attributes' JSON text, where built: no records made for the usual shapes, and
 #: :class:`_Unparsed` for the others (the line is then decoded into records).
 parse_attributes: _Reader | None = _COMPILED[1] if _COMPILED else None
+
+
+def _compiled_span_reader() -> Callable[[_Span[Any], dict[str, Any], str, dict[str, str]], ReadSpan] | None:
+    """:func:`_read_span` compiled, where built: it calls the same helpers."""
+    try:
+        from otel_agentguard.replay import _typed_attributes
+
+        _typed_attributes.configure_spans(_Span, _Status, step_kind, counts_in_range, session_facts,
+                                          otlp.ERROR_CODES, A.NESTED_STEP, _ranges.MAX_UNIX_NANO, _Unusual)
+    except (ImportError, TypeError, AttributeError):  # not built, or records it cannot read through their slots
+        return None
+    return _typed_attributes.read_span
+
+
+#: One span's facts from its record and attributes: compiled where built, else :func:`_read_span`.
+read_span_facts = _compiled_span_reader() or _read_span
