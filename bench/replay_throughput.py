@@ -23,6 +23,9 @@ from otel_agentguard import attributes as A
 from otel_agentguard.exporters import encode_attributes
 
 _BATCH = 512
+# The shape of the generated spans: bumped when they change (the workload's attributes, say), so a
+# cached file of the old shape is not replayed as if it were the new one.
+_SHAPE = 2
 
 
 def _span(trace_id: str, span_id: str, parent: str | None, name: str, attrs: dict, start: int, end: int) -> dict:
@@ -86,7 +89,7 @@ def generate(path: Path, spans: int, seed: int = 3) -> None:
 
 
 def trace_file(spans: int) -> Path:
-    path = cache_dir() / f"replay-{spans}.jsonl"
+    path = cache_dir() / f"replay-{spans}-shape{_SHAPE}.jsonl"
     if not path.exists():
         progress(f"replay: generating {spans:,} spans into {path} (cached for later runs)")
         generate(path, spans)
