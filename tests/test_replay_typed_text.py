@@ -12,6 +12,7 @@ never takes text that msgspec would refuse to decode into records.
 from __future__ import annotations
 
 import json
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,127 @@ def test_parsing_holds_on_to_nothing(text):
         assert tracemalloc.get_traced_memory()[0] - before < 1024
     finally:
         tracemalloc.stop()
+
+
+def _configure_with(is_read_key: Any) -> None:
+    from otel_agentguard.replay import _typed_attributes
+
+    _typed_attributes.configure(_typed_otlp._KeyValue, _typed_otlp._AnyValue, otlp.SHARED_READ_KEYS,
+                                otlp.REPEATED_VALUE_KEYS, is_read_key, otlp.decode_array, otlp.decode_value,
+                                msgspec.UNSET, _typed_otlp._Unparsed)
+
+
+def test_a_failing_helper_leaves_nothing_behind_and_an_interrupt_goes_through():
+    def failing(key: str) -> bool:
+        raise ValueError("no")
+
+    def interrupted(key: str) -> bool:
+        raise KeyboardInterrupt
+
+    def parse_often() -> None:
+        unparsed = 0
+        for i in range(300):  # keys never met: each asks the helper
+            try:
+                PARSE(b'[{"key":"some.unread.key.%d","value":{"stringValue":"x"}}]' % i, {}, {})
+            except _typed_otlp._Unparsed:  # the records are read instead, and raise it there
+                unparsed += 1
+        assert unparsed == 300
+
+    try:
+        _configure_with(failing)
+        tracemalloc.start()
+        try:
+            parse_often()
+            before = tracemalloc.get_traced_memory()[0]
+            parse_often()
+            assert tracemalloc.get_traced_memory()[0] - before < 1024  # each key made was freed
+        finally:
+            tracemalloc.stop()
+        _configure_with(interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            PARSE(b'[{"key":"other.unread.key","value":{"stringValue":"x"}}]', {}, {})
+    finally:
+        _typed_otlp._compiled()
+
+
+_NESTED_FILL = """
+import signal, sys
+from otel_agentguard.replay import _typed_attributes as T, _typed_otlp as TO, otlp
+signal.alarm(60)  # a table filled past its bound made a new key's lookup loop forever
+
+def slot(key):  # the table's FNV-1a hash of a key's text, and its slot in 512
+    h = 0xcbf29ce484222325
+    for b in key.encode():
+        h = ((h ^ b) * 0x100000001b3) % 2**64
+    return h % 512
+
+def text(key):
+    return b'[{"key":"%s","value":{"stringValue":"x"}}]' % key.encode()
+
+taken, fillers, free_keys = set(), [], {}
+for i in range(100000):  # 383 keys in 383 slots, then one key for each slot left
+    key, where = f"f{i}", slot(f"f{i}")
+    if len(fillers) < 383:
+        if where not in taken:
+            taken.add(where); fillers.append(key)
+    elif where not in taken and where not in free_keys:
+        free_keys[where] = f"n{i}"
+chain, depth, kept = list(free_keys.values()), [0], {}
+
+def nesting(key):  # each undecided key parses the next before it answers
+    if armed and depth[0] + 1 < len(chain):
+        depth[0] += 1
+        T.parse(text(chain[depth[0]]), {}, kept)
+    return False
+
+T.configure(TO._KeyValue, TO._AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS, nesting,
+            otlp.decode_array, otlp.decode_value, TO.UNSET, TO._Unparsed)
+armed = False
+for key in fillers:
+    T.parse(text(key), {}, kept)
+armed = True
+sys.setrecursionlimit(10000)
+T.parse(text(chain[0]), {}, kept)
+assert T.parse(text("brand.new.key"), {}, kept) == {}
+print("returned")
+"""
+
+
+def test_a_new_key_is_parsed_after_parses_nested_in_a_helper_filled_the_table_of_keys():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _NESTED_FILL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "returned", done.stderr[-2000:]
+
+
+def test_a_span_is_read_with_the_layout_it_was_checked_against_when_a_helper_reconfigures():
+    from otel_agentguard.replay import _typed_attributes
+
+    class Padded(msgspec.Struct, gc=False):  # the same fields, three slots further on
+        pad0: Any = None
+        pad1: Any = None
+        pad2: Any = None
+        traceId: Any = None
+        spanId: Any = None
+        parentSpanId: Any = None
+        name: Any = None
+        startTimeUnixNano: Any = None
+        endTimeUnixNano: Any = None
+        attributes: Any = None
+        status: Any = None
+
+    def configuring(attrs: dict[str, Any]) -> str | None:
+        _typed_attributes.configure_spans(Padded, _typed_otlp._Status, configuring, otlp.counts_in_range,
+                                          otlp.session_facts, otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1,
+                                          _typed_otlp._Unusual)
+        return "model"
+
+    span = _typed_otlp._Span(traceId="t", spanId="s", name="chat m", startTimeUnixNano="1", endTimeUnixNano="2")
+    try:
+        _typed_attributes.configure_spans(_typed_otlp._Span, _typed_otlp._Status, configuring, otlp.counts_in_range,
+                                          otlp.session_facts, otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1,
+                                          _typed_otlp._Unusual)
+        read = _typed_attributes.read_span(span, {}, "p", {})
+        assert read[0] == "model" and read[2] == "chat m" and read[6:8] == (1, 2)
+    finally:
+        assert _typed_otlp._compiled_span_reader() is not None  # configured as the package does

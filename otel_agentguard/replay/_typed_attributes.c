@@ -30,7 +30,7 @@ static PyObject *unset;         /* msgspec.UNSET */
 
 /* The records msgspec decodes into, and where each of their fields sits in the object (a
  * record's fields are slots: reading one by its offset is what its descriptor does). */
-static PyTypeObject *key_value_type, *any_value_type;
+static PyObject *key_value_type, *any_value_type;
 enum { KEY, VALUE, STRING, INT, BOOL, DOUBLE, ARRAY, KVLIST, BYTES, FIELDS };
 static const char *const field_names[FIELDS] = {
     "key", "value", "stringValue", "intValue", "boolValue", "doubleValue", "arrayValue", "kvlistValue", "bytesValue",
@@ -38,11 +38,18 @@ static const char *const field_names[FIELDS] = {
 static Py_ssize_t offsets[FIELDS];
 static PyObject *s_values, *s_string; /* "values", "stringValue": the members of an array of strings */
 
+/* The records' layout as read() found it when called, held for the call: a helper it calls back
+ * may configure the module anew, and a record is read with the layout its type was checked by. */
+typedef struct {
+    PyObject *key_value_type, *any_value_type, *unset; /* strong references */
+    Py_ssize_t offsets[FIELDS];
+} Layout;
+
 /* A record's field (new reference); an unset slot raises, as reading the attribute would. */
 static PyObject *
-field(PyObject *record, int which)
+field(PyObject *record, const Layout *layout, int which)
 {
-    PyObject *value = *(PyObject **)((char *)record + offsets[which]);
+    PyObject *value = *(PyObject **)((char *)record + layout->offsets[which]);
     if (value == NULL) {
         PyErr_Format(PyExc_AttributeError, "%s is not set", field_names[which]);
         return NULL;
@@ -148,15 +155,15 @@ converted(int member, PyObject *inner)
 /* The value of the first member set after stringValue, in the reference reader's precedence
  * (new reference); None when none is set (an empty value). */
 static PyObject *
-other_member(PyObject *value)
+other_member(PyObject *value, const Layout *layout)
 {
     static const int precedence[] = {INT, BOOL, DOUBLE, ARRAY, KVLIST, BYTES};
     for (size_t i = 0; i < sizeof(precedence) / sizeof(precedence[0]); i++) {
-        PyObject *inner = field(value, precedence[i]);
+        PyObject *inner = field(value, layout, precedence[i]);
         if (inner == NULL) {
             return NULL;
         }
-        if (inner != unset) {
+        if (inner != layout->unset) {
             PyObject *decoded = converted(precedence[i], inner);
             Py_DECREF(inner);
             return decoded;
@@ -200,13 +207,13 @@ wanted_key(PyObject *key, PyObject *kept, PyObject **kept_key)
 
 /* One attribute into decoded; 0, or -1 on error. */
 static int
-read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
+read_one(PyObject *item, const Layout *layout, PyObject *decoded, PyObject *shared, PyObject *kept)
 {
-    if (Py_TYPE(item) != key_value_type) {
+    if ((PyObject *)Py_TYPE(item) != layout->key_value_type) {
         PyErr_SetString(PyExc_TypeError, "not a _KeyValue record");
         return -1;
     }
-    PyObject *key = field(item, KEY);
+    PyObject *key = field(item, layout, KEY);
     if (key == NULL) {
         return -1;
     }
@@ -217,7 +224,7 @@ read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
     if (wanted < 0) {
         goto done;
     }
-    value = field(item, VALUE);
+    value = field(item, layout, VALUE);
     if (value == NULL) {
         goto done;
     }
@@ -225,15 +232,15 @@ read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
         result = wanted ? PyDict_SetItem(decoded, kept_key, Py_None) : 0;
         goto done;
     }
-    if (Py_TYPE(value) != any_value_type) {
+    if ((PyObject *)Py_TYPE(value) != layout->any_value_type) {
         PyErr_SetString(PyExc_TypeError, "not an _AnyValue record");
         goto done;
     }
-    inner = field(value, STRING);
+    inner = field(value, layout, STRING);
     if (inner == NULL) {
         goto done;
     }
-    if (inner != unset) {
+    if (inner != layout->unset) {
         if (!wanted) {
             result = 0;
             goto done;
@@ -254,7 +261,7 @@ read_one(PyObject *item, PyObject *decoded, PyObject *shared, PyObject *kept)
         result = PyDict_SetItem(decoded, kept_key, inner);
         goto done;
     }
-    Py_SETREF(inner, other_member(value));
+    Py_SETREF(inner, other_member(value, layout));
     if (inner == NULL) {
         goto done;
     }
@@ -292,16 +299,21 @@ read_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "items must be a list");
         return NULL;
     }
+    Layout layout = {Py_NewRef(key_value_type), Py_NewRef(any_value_type), Py_NewRef(unset), {0}};
+    memcpy(layout.offsets, offsets, sizeof(offsets));
     /* Indexed on each turn: a helper called back runs Python code, which could change the list. */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *item = Py_NewRef(PyList_GET_ITEM(items, i));
-        int failed = read_one(item, decoded, shared, kept) < 0;
+        int failed = read_one(item, &layout, decoded, shared, kept) < 0;
         Py_DECREF(item);
         if (failed) {
-            Py_DECREF(decoded);
-            return NULL;
+            Py_CLEAR(decoded);
+            break;
         }
     }
+    Py_DECREF(layout.key_value_type);
+    Py_DECREF(layout.any_value_type);
+    Py_DECREF(layout.unset);
     return decoded;
 }
 
@@ -661,7 +673,7 @@ typedef struct {
     int wanted, repeated;
 } KnownKey;
 
-#define KNOWN_KEYS 512 /* a power of two; filled to three quarters at most */
+#define KNOWN_KEYS 512 /* a power of two; filled to three quarters at most, with the first keys met */
 static KnownKey known_keys[KNOWN_KEYS];
 static int known_count;
 static PyObject *known_for_kept; /* the `kept` dict the table was filled with */
@@ -693,7 +705,7 @@ static KnownKey *
 known_key(const char *text, Py_ssize_t n)
 {
     size_t at = text_hash(text, n) & (KNOWN_KEYS - 1);
-    for (;; at = (at + 1) & (KNOWN_KEYS - 1)) {
+    for (int probes = 0; probes < KNOWN_KEYS; probes++, at = (at + 1) & (KNOWN_KEYS - 1)) {
         KnownKey *entry = &known_keys[at];
         if (entry->key == NULL) {
             return known_count < KNOWN_KEYS * 3 / 4 ? entry : NULL;
@@ -702,6 +714,7 @@ known_key(const char *text, Py_ssize_t n)
             return entry;
         }
     }
+    return NULL; /* full (never, as filled: the bound is a guard) */
 }
 
 /* What read_one decides for a key: its kept key (new reference), whether it is wanted and whether
@@ -730,14 +743,19 @@ decide_key(Cursor *c, PyObject *kept, PyObject **kept_key, int *repeated)
     if (key == NULL) return -1;
     int wanted = wanted_key(key, kept, kept_key);
     Py_DECREF(key);
-    if (wanted < 0) return -1;
+    if (wanted < 0) {
+        Py_CLEAR(*kept_key); /* set before is_read_key failed, if it did */
+        return -1;
+    }
     *repeated = PySet_Contains(repeated_keys, *kept_key);
     if (*repeated < 0) {
         Py_CLEAR(*kept_key);
         return -1;
     }
-    /* Kept for the next span, unless the helper called back changed the configuration meanwhile. */
-    if (entry != NULL && entry->key == NULL && known_for_kept == kept && (entry->text = PyMem_Malloc(n ? n : 1))) {
+    /* Kept for the next span, unless the helper called back changed the configuration or filled
+     * the table meanwhile (it may have parsed, on this thread or another). */
+    if (entry != NULL && entry->key == NULL && known_for_kept == kept && known_count < KNOWN_KEYS * 3 / 4
+        && (entry->text = PyMem_Malloc(n ? n : 1))) {
         memcpy(entry->text, start, n);
         entry->length = n;
         entry->key = Py_NewRef(*kept_key);
@@ -870,8 +888,9 @@ parse_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (failed) {
         /* Whatever went wrong, the records are read instead (and raise what the reference reader
          * is to word): a value the records would not even convert may be one of several members,
-         * of which msgspec's precedence takes another. Only running out of memory stays as it is. */
-        if (failed > 0 || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+         * of which msgspec's precedence takes another. Running out of memory, an interrupt or an
+         * exit stay as they are. */
+        if (failed > 0 || (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))) {
             PyErr_Clear();
             outside();
         }
@@ -918,16 +937,33 @@ enum { TRACE_ID, SPAN_ID, PARENT_ID, NAME, START, END, STATUS, SPAN_FIELDS };
 static const char *const span_field_names[SPAN_FIELDS] = {
     "traceId", "spanId", "parentSpanId", "name", "startTimeUnixNano", "endTimeUnixNano", "status",
 };
-static Py_ssize_t span_offsets[SPAN_FIELDS], code_offset;
-static PyTypeObject *span_type, *status_type;
-static PyObject *step_kind_of, *counts_in_range, *session_facts, *error_codes, *nested_key, *max_unix_nano,
-    *unusual, *empty_string, *zero;
+
+/* What configure_spans() was given, with the records' layout. read_span() holds the one current
+ * when it is called for the whole call: a helper it calls back may configure the module anew. */
+enum { SPAN_TYPE, STATUS_TYPE, STEP_KIND, COUNTS_IN_RANGE, SESSION_FACTS, ERROR_CODES, NESTED_KEY, MAX_UNIX_NANO,
+       UNUSUAL, SPAN_OBJECTS };
+typedef struct {
+    PyObject *objects[SPAN_OBJECTS]; /* strong references */
+    Py_ssize_t offsets[SPAN_FIELDS], code_offset;
+} SpanConfig;
+static PyObject *span_config; /* a capsule of the current SpanConfig */
+static PyObject *empty_string, *zero;
+
+static void
+free_span_config(PyObject *capsule)
+{
+    SpanConfig *config = PyCapsule_GetPointer(capsule, NULL);
+    for (int i = 0; i < SPAN_OBJECTS; i++) {
+        Py_XDECREF(config->objects[i]);
+    }
+    PyMem_Free(config);
+}
 
 /* A span field (new reference); an unset slot raises, as reading the attribute would. */
 static PyObject *
-span_field(PyObject *span, int which)
+span_field(const SpanConfig *config, PyObject *span, int which)
 {
-    PyObject *value = *(PyObject **)((char *)span + span_offsets[which]);
+    PyObject *value = *(PyObject **)((char *)span + config->offsets[which]);
     if (value == NULL) {
         PyErr_Format(PyExc_AttributeError, "%s is not set", span_field_names[which]);
         return NULL;
@@ -937,9 +973,9 @@ span_field(PyObject *span, int which)
 
 /* ``span.<field> or ""``, which must then be a str (new reference); else _Unusual. */
 static PyObject *
-id_field(PyObject *span, int which)
+id_field(const SpanConfig *config, PyObject *span, int which)
 {
-    PyObject *value = span_field(span, which);
+    PyObject *value = span_field(config, span, which);
     if (value == NULL || PyUnicode_CheckExact(value)) {
         return value;
     }
@@ -949,7 +985,7 @@ id_field(PyObject *span, int which)
         return NULL;
     }
     if (truth) {
-        PyErr_SetNone(unusual);
+        PyErr_SetNone(config->objects[UNUSUAL]);
         return NULL;
     }
     return Py_NewRef(empty_string);
@@ -957,9 +993,9 @@ id_field(PyObject *span, int which)
 
 /* ``int(span.<field> or 0)``, which must be from 0 to 2**64-1 (new reference); else _Unusual. */
 static PyObject *
-time_field(PyObject *span, int which)
+time_field(const SpanConfig *config, PyObject *span, int which)
 {
-    PyObject *value = span_field(span, which);
+    PyObject *value = span_field(config, span, which);
     if (value == NULL) {
         return NULL;
     }
@@ -970,10 +1006,10 @@ time_field(PyObject *span, int which)
         return NULL;
     }
     int low = PyObject_RichCompareBool(number, zero, Py_GE);
-    int high = low > 0 ? PyObject_RichCompareBool(number, max_unix_nano, Py_LE) : low;
+    int high = low > 0 ? PyObject_RichCompareBool(number, config->objects[MAX_UNIX_NANO], Py_LE) : low;
     if (high <= 0) {
         if (high == 0) {
-            PyErr_SetNone(unusual);
+            PyErr_SetNone(config->objects[UNUSUAL]);
         }
         Py_DECREF(number);
         return NULL;
@@ -991,20 +1027,20 @@ kept_once(PyObject *shared, PyObject *text)
 
 /* Whether the span failed: ``code in ERROR_CODES if code else False``, code from its status. */
 static int
-failed_status(PyObject *span)
+failed_status(const SpanConfig *config, PyObject *span)
 {
-    PyObject *status = span_field(span, STATUS);
+    PyObject *status = span_field(config, span, STATUS);
     if (status == NULL) {
         return -1;
     }
     int error = 0;
     if (status != Py_None) {
-        if (Py_TYPE(status) != status_type) {
+        if ((PyObject *)Py_TYPE(status) != config->objects[STATUS_TYPE]) {
             PyErr_SetString(PyExc_TypeError, "not a _Status record");
             error = -1;
         }
         else {
-            PyObject *code = *(PyObject **)((char *)status + code_offset);
+            PyObject *code = *(PyObject **)((char *)status + config->code_offset);
             if (code == NULL) {
                 PyErr_SetString(PyExc_AttributeError, "code is not set");
                 error = -1;
@@ -1013,7 +1049,7 @@ failed_status(PyObject *span)
                 Py_INCREF(code);
                 error = PyObject_IsTrue(code);
                 if (error > 0) {
-                    error = PySequence_Contains(error_codes, code);
+                    error = PySequence_Contains(config->objects[ERROR_CODES], code);
                 }
                 Py_DECREF(code);
             }
@@ -1023,26 +1059,15 @@ failed_status(PyObject *span)
     return error;
 }
 
+/* The facts of one span from its record and attributes (the steps of _read_span, in order). */
 static PyObject *
-read_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+span_facts(const SpanConfig *config, PyObject *span, PyObject *attrs, PyObject *path, PyObject *shared)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared) takes four arguments");
-        return NULL;
-    }
-    PyObject *span = args[0], *attrs = args[1], *path = args[2], *shared = args[3];
-    if (span_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure_spans() was not called");
-        return NULL;
-    }
-    if (Py_TYPE(span) != span_type || !PyDict_CheckExact(attrs) || !PyDict_CheckExact(shared)) {
-        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared): a _Span record and two dicts");
-        return NULL;
-    }
-    PyObject *span_id = NULL, *parent_id = NULL, *trace_id = NULL, *start = NULL, *end = NULL, *kind = NULL,
-             *name = NULL, *facts = NULL, *result = NULL;
-    if ((span_id = id_field(span, SPAN_ID)) == NULL || (parent_id = id_field(span, PARENT_ID)) == NULL
-        || (trace_id = id_field(span, TRACE_ID)) == NULL) {
+    PyObject *const *objects = config->objects;
+    PyObject *span_id = NULL, *parent_id = NULL, *trace_id = NULL, *start = NULL, *end = NULL, *nested = NULL,
+             *kind = NULL, *name = NULL, *facts = NULL, *result = NULL;
+    if ((span_id = id_field(config, span, SPAN_ID)) == NULL || (parent_id = id_field(config, span, PARENT_ID)) == NULL
+        || (trace_id = id_field(config, span, TRACE_ID)) == NULL) {
         goto done;
     }
     Py_SETREF(trace_id, kept_once(shared, trace_id));
@@ -1050,35 +1075,36 @@ read_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_SETREF(parent_id, kept_once(shared, parent_id));
     if (parent_id == NULL) goto done;
     if (PyUnicode_GET_LENGTH(span_id) == 0 || PyUnicode_GET_LENGTH(trace_id) == 0) {
-        PyErr_SetNone(unusual);
+        PyErr_SetNone(objects[UNUSUAL]);
         goto done;
     }
-    if ((start = time_field(span, START)) == NULL || (end = time_field(span, END)) == NULL) goto done;
-    int error = failed_status(span);
+    if ((start = time_field(config, span, START)) == NULL || (end = time_field(config, span, END)) == NULL) goto done;
+    int error = failed_status(config, span);
     if (error < 0) goto done;
-    PyObject *nested = PyDict_GetItemWithError(attrs, nested_key); /* borrowed */
+    nested = PyDict_GetItemWithError(attrs, objects[NESTED_KEY]);
+    Py_XINCREF(nested);
     int is_nested = nested == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(nested);
     if (is_nested < 0) goto done;
-    kind = is_nested ? Py_NewRef(Py_None) : PyObject_CallOneArg(step_kind_of, attrs);
+    kind = is_nested ? Py_NewRef(Py_None) : PyObject_CallOneArg(objects[STEP_KIND], attrs);
     if (kind == NULL) goto done;
     if (kind == Py_None) {
         name = Py_NewRef(empty_string);
     }
     else {
-        PyObject *in_range = PyObject_CallOneArg(counts_in_range, attrs);
+        PyObject *in_range = PyObject_CallOneArg(objects[COUNTS_IN_RANGE], attrs);
         int truth = in_range == NULL ? -1 : PyObject_IsTrue(in_range);
         Py_XDECREF(in_range);
         if (truth <= 0) {
-            if (truth == 0) PyErr_SetNone(unusual);
+            if (truth == 0) PyErr_SetNone(objects[UNUSUAL]);
             goto done;
         }
-        if ((name = span_field(span, NAME)) == NULL) goto done;
+        if ((name = span_field(config, span, NAME)) == NULL) goto done;
         int named = PyObject_IsTrue(name);
         if (named < 0) goto done;
         if (!named) {
             Py_SETREF(name, Py_NewRef(empty_string));
         }
-        else if (PyUnicode_CheckExact(name)) {
+        if (PyUnicode_CheckExact(name)) {
             Py_SETREF(name, kept_once(shared, name));
         }
         else {
@@ -1087,7 +1113,7 @@ read_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (name == NULL) goto done;
     }
     PyObject *call_args[5] = {attrs, path, start, end, error ? Py_True : Py_False};
-    facts = PyObject_Vectorcall(session_facts, call_args, 5, NULL);
+    facts = PyObject_Vectorcall(objects[SESSION_FACTS], call_args, 5, NULL);
     if (facts == NULL) goto done;
     if (!PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2) {
         PyErr_SetString(PyExc_TypeError, "session_facts must return a pair");
@@ -1101,6 +1127,7 @@ done:
     Py_XDECREF(trace_id);
     Py_XDECREF(start);
     Py_XDECREF(end);
+    Py_XDECREF(nested);
     Py_XDECREF(kind);
     Py_XDECREF(name);
     Py_XDECREF(facts);
@@ -1108,37 +1135,69 @@ done:
 }
 
 static PyObject *
+read_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared) takes four arguments");
+        return NULL;
+    }
+    if (span_config == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_spans() was not called");
+        return NULL;
+    }
+    PyObject *holder = Py_NewRef(span_config);
+    const SpanConfig *config = PyCapsule_GetPointer(holder, NULL);
+    PyObject *span = args[0], *attrs = args[1], *path = args[2], *shared = args[3], *result = NULL;
+    if ((PyObject *)Py_TYPE(span) != config->objects[SPAN_TYPE] || !PyDict_CheckExact(attrs)
+        || !PyDict_CheckExact(shared)) {
+        PyErr_SetString(PyExc_TypeError, "read_span(span, attrs, path, shared): a _Span record and two dicts");
+    }
+    else {
+        result = span_facts(config, span, attrs, path, shared);
+    }
+    Py_DECREF(holder);
+    return result;
+}
+
+static PyObject *
 configure_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
+    if (nargs != SPAN_OBJECTS) {
         PyErr_SetString(PyExc_TypeError, "configure_spans(span_type, status_type, step_kind, counts_in_range, "
                                          "session_facts, error_codes, nested_key, max_unix_nano, unusual)");
         return NULL;
     }
-    if (!PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyExceptionClass_Check(args[8])) {
+    if (!PyType_Check(args[SPAN_TYPE]) || !PyType_Check(args[STATUS_TYPE]) || !PyExceptionClass_Check(args[UNUSUAL])) {
         PyErr_SetString(PyExc_TypeError, "expected two types first and an exception class last");
-        return NULL;
-    }
-    Py_ssize_t found[SPAN_FIELDS], found_code;
-    for (int which = 0; which < SPAN_FIELDS; which++) {
-        if (slot_offset((PyTypeObject *)args[0], span_field_names[which], &found[which]) < 0) {
-            return NULL;
-        }
-    }
-    if (slot_offset((PyTypeObject *)args[1], "code", &found_code) < 0) {
         return NULL;
     }
     if ((empty_string == NULL && (empty_string = PyUnicode_FromString("")) == NULL)
         || (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)) {
         return NULL;
     }
-    memcpy(span_offsets, found, sizeof(span_offsets));
-    code_offset = found_code;
-    PyObject **slots[9] = {(PyObject **)&span_type, (PyObject **)&status_type, &step_kind_of, &counts_in_range,
-                           &session_facts, &error_codes, &nested_key, &max_unix_nano, &unusual};
-    for (int i = 0; i < 9; i++) {
-        Py_XSETREF(*slots[i], Py_NewRef(args[i]));
+    SpanConfig *config = PyMem_Calloc(1, sizeof(SpanConfig));
+    if (config == NULL) {
+        return PyErr_NoMemory();
     }
+    PyObject *capsule = PyCapsule_New(config, NULL, free_span_config);
+    if (capsule == NULL) {
+        PyMem_Free(config);
+        return NULL;
+    }
+    for (int i = 0; i < SPAN_OBJECTS; i++) {
+        config->objects[i] = Py_NewRef(args[i]);
+    }
+    for (int which = 0; which < SPAN_FIELDS; which++) {
+        if (slot_offset((PyTypeObject *)args[SPAN_TYPE], span_field_names[which], &config->offsets[which]) < 0) {
+            Py_DECREF(capsule);
+            return NULL;
+        }
+    }
+    if (slot_offset((PyTypeObject *)args[STATUS_TYPE], "code", &config->code_offset) < 0) {
+        Py_DECREF(capsule);
+        return NULL;
+    }
+    Py_XSETREF(span_config, capsule);
     Py_RETURN_NONE;
 }
 
@@ -1164,7 +1223,7 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     memcpy(offsets, found, sizeof(offsets));
     forget_known_keys(); /* decided under the old configuration */
-    PyObject **slots[9] = {(PyObject **)&key_value_type, (PyObject **)&any_value_type, &shared_keys, &repeated_keys,
+    PyObject **slots[9] = {&key_value_type, &any_value_type, &shared_keys, &repeated_keys,
                            &is_read_key, &decode_array, &decode_value, &unset, &unparsed};
     for (int i = 0; i < 9; i++) {
         Py_XSETREF(*slots[i], Py_NewRef(args[i]));
