@@ -8,6 +8,8 @@ means the build went wrong, and its tests fail instead.
 from __future__ import annotations
 
 import os
+import tracemalloc
+from collections.abc import Callable
 
 import pytest
 
@@ -19,3 +21,17 @@ def skip_unless_built(built: bool, module: str, without_it: str) -> None:
     if os.environ.get("AGENTGUARD_TEST_REQUIRE_COMPILED") == "1":
         pytest.fail(f"a C compiler is at hand but {module} was not built")
     pytest.skip(f"the package was built without a C compiler: {without_it}")
+
+
+def assert_frees_what_it_takes(run: Callable[[], None]) -> None:
+    """``run`` (a few hundred calls into a compiled module, errors included) leaves no memory
+    behind: run once to fill whatever it caches, then twice more under tracemalloc, which must
+    see the second leave what the first left."""
+    tracemalloc.start()
+    try:
+        run()
+        before = tracemalloc.get_traced_memory()[0]
+        run()
+        assert tracemalloc.get_traced_memory()[0] - before < 1024
+    finally:
+        tracemalloc.stop()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
 
 import msgspec
-from compiled_modules import skip_unless_built
+from compiled_modules import assert_frees_what_it_takes, skip_unless_built
 from test_replay_typed_attributes import ANY_KEY, ANY_VALUE, INT64_EDGES, NUMBER_TEXTS, RECORDS, _outcome
 
 from otel_agentguard import attributes as A
@@ -248,15 +247,7 @@ def test_parsing_holds_on_to_nothing(text):
             except (_typed_otlp._Unparsed, ValueError):
                 pass
 
-    parse_often()  # the first parses fill the table of known keys
-    tracemalloc.start()
-    try:
-        parse_often()
-        before = tracemalloc.get_traced_memory()[0]
-        parse_often()
-        assert tracemalloc.get_traced_memory()[0] - before < 1024
-    finally:
-        tracemalloc.stop()
+    assert_frees_what_it_takes(parse_often)
 
 
 def _configure_with(is_read_key: Any) -> None:
@@ -285,14 +276,7 @@ def test_a_failing_helper_leaves_nothing_behind_and_an_interrupt_goes_through():
 
     try:
         _configure_with(failing)
-        tracemalloc.start()
-        try:
-            parse_often()
-            before = tracemalloc.get_traced_memory()[0]
-            parse_often()
-            assert tracemalloc.get_traced_memory()[0] - before < 1024  # each key made was freed
-        finally:
-            tracemalloc.stop()
+        assert_frees_what_it_takes(parse_often)  # each key made was freed
         _configure_with(interrupted)
         with pytest.raises(KeyboardInterrupt):
             PARSE(b'[{"key":"other.unread.key","value":{"stringValue":"x"}}]', {}, {})

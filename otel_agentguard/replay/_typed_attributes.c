@@ -274,22 +274,33 @@ done:
     return result;
 }
 
+/* Whether read() or parse() (`call`) was configured and given (something, shared, kept); else 0
+ * with the error set. */
+static int
+reader_arguments(PyObject *const *args, Py_ssize_t nargs, const char *call)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s takes three arguments", call);
+        return 0;
+    }
+    if (shared_keys == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return 0;
+    }
+    if (!PyDict_CheckExact(args[1]) || !PyDict_CheckExact(args[2])) {
+        PyErr_Format(PyExc_TypeError, "%s: shared and kept must be dicts", call);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 read_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read(items, shared, kept) takes three arguments");
+    if (!reader_arguments(args, nargs, "read(items, shared, kept)")) {
         return NULL;
     }
     PyObject *items = args[0], *shared = args[1], *kept = args[2];
-    if (shared_keys == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
-        return NULL;
-    }
-    if (!PyDict_CheckExact(shared) || !PyDict_CheckExact(kept)) {
-        PyErr_SetString(PyExc_TypeError, "shared and kept must be dicts");
-        return NULL;
-    }
     PyObject *decoded = PyDict_New();
     if (decoded == NULL || items == Py_None) {
         return decoded;
@@ -838,19 +849,10 @@ done:
 static PyObject *
 parse_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "parse(raw, shared, kept) takes three arguments");
+    if (!reader_arguments(args, nargs, "parse(raw, shared, kept)")) {
         return NULL;
     }
     PyObject *raw = args[0], *shared = args[1], *kept = args[2];
-    if (shared_keys == NULL || unparsed == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
-        return NULL;
-    }
-    if (!PyDict_CheckExact(shared) || !PyDict_CheckExact(kept)) {
-        PyErr_SetString(PyExc_TypeError, "shared and kept must be dicts");
-        return NULL;
-    }
     PyObject *decoded = PyDict_New();
     if (decoded == NULL || raw == Py_None) { /* no attributes member */
         return decoded;
