@@ -45,16 +45,24 @@ typedef struct {
     Py_ssize_t offsets[FIELDS];
 } Layout;
 
-/* A record's field (new reference); an unset slot raises, as reading the attribute would. */
+/* The slot at `offset` of a record (new reference); an unset slot raises, as reading the
+ * attribute `name` would. */
 static PyObject *
-field(PyObject *record, const Layout *layout, int which)
+slot_value(PyObject *record, Py_ssize_t offset, const char *name)
 {
-    PyObject *value = *(PyObject **)((char *)record + layout->offsets[which]);
+    PyObject *value = *(PyObject **)((char *)record + offset);
     if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "%s is not set", field_names[which]);
+        PyErr_Format(PyExc_AttributeError, "%s is not set", name);
         return NULL;
     }
     return Py_NewRef(value);
+}
+
+/* A record's field (new reference). */
+static PyObject *
+field(PyObject *record, const Layout *layout, int which)
+{
+    return slot_value(record, layout->offsets[which], field_names[which]);
 }
 
 /* An OTLP intValue, as otlp.int64 reads it: an int, or its decimal string, within int64. */
@@ -961,16 +969,11 @@ free_span_config(PyObject *capsule)
     PyMem_Free(config);
 }
 
-/* A span field (new reference); an unset slot raises, as reading the attribute would. */
+/* A span field (new reference). */
 static PyObject *
 span_field(const SpanConfig *config, PyObject *span, int which)
 {
-    PyObject *value = *(PyObject **)((char *)span + config->offsets[which]);
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "%s is not set", span_field_names[which]);
-        return NULL;
-    }
-    return Py_NewRef(value);
+    return slot_value(span, config->offsets[which], span_field_names[which]);
 }
 
 /* ``span.<field> or ""``, which must then be a str (new reference); else _Unusual. */
@@ -1042,13 +1045,11 @@ failed_status(const SpanConfig *config, PyObject *span)
             error = -1;
         }
         else {
-            PyObject *code = *(PyObject **)((char *)status + config->code_offset);
+            PyObject *code = slot_value(status, config->code_offset, "code");
             if (code == NULL) {
-                PyErr_SetString(PyExc_AttributeError, "code is not set");
                 error = -1;
             }
             else {
-                Py_INCREF(code);
                 error = PyObject_IsTrue(code);
                 if (error > 0) {
                     error = PySequence_Contains(config->objects[ERROR_CODES], code);
