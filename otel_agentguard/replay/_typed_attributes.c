@@ -58,6 +58,14 @@ slot_value(PyObject *record, Py_ssize_t offset, const char *name)
     return Py_NewRef(value);
 }
 
+/* ``shared.setdefault(text, text)`` (new reference): a line's repeated strings kept once. */
+static PyObject *
+kept_once(PyObject *shared, PyObject *text)
+{
+    PyObject *once = PyDict_SetDefault(shared, text, text); /* borrowed */
+    return once == NULL ? NULL : Py_NewRef(once);
+}
+
 /* A record's field (new reference). */
 static PyObject *
 field(PyObject *record, const Layout *layout, int which)
@@ -259,11 +267,10 @@ read_one(PyObject *item, const Layout *layout, PyObject *decoded, PyObject *shar
                 goto done;
             }
             if (repeated) {
-                PyObject *once = PyDict_SetDefault(shared, inner, inner); /* borrowed */
-                if (once == NULL) {
+                Py_SETREF(inner, kept_once(shared, inner));
+                if (inner == NULL) {
                     goto done;
                 }
-                Py_SETREF(inner, Py_NewRef(once));
             }
         }
         result = PyDict_SetItem(decoded, kept_key, inner);
@@ -796,8 +803,7 @@ value_member(Cursor *c, PyObject *shared, int wanted, int repeated)
     if (take_name(c, "stringValue")) {
         inner = string(c, wanted);
         if (inner != NULL && wanted && repeated) {
-            PyObject *once = PyDict_SetDefault(shared, inner, inner); /* borrowed */
-            Py_SETREF(inner, once == NULL ? NULL : Py_NewRef(once));
+            Py_SETREF(inner, kept_once(shared, inner));
         }
     }
     else if (take_name(c, "intValue")) {
@@ -1020,14 +1026,6 @@ time_field(const SpanConfig *config, PyObject *span, int which)
         return NULL;
     }
     return number;
-}
-
-/* ``shared.setdefault(text, text)`` (new reference). */
-static PyObject *
-kept_once(PyObject *shared, PyObject *text)
-{
-    PyObject *once = PyDict_SetDefault(shared, text, text); /* borrowed */
-    return once == NULL ? NULL : Py_NewRef(once);
 }
 
 /* Whether the span failed: ``code in ERROR_CODES if code else False``, code from its status. */
