@@ -24,6 +24,18 @@ def cache_dir() -> Path:
     return path
 
 
+def guard_stayed_in(where: str) -> None:
+    """Stop the benchmark if the guard has failed open: it logs the error once and steps aside, and
+    every figure after that would time a guard doing nothing (a change that breaks the processor
+    would look like a speed-up)."""
+    from otel_agentguard import _internal_errors
+
+    failures = _internal_errors.counts()
+    if failures:
+        raise SystemExit(f"{where}: the guard failed open ({failures}): the figures would time a guard that "
+                         "stepped aside")
+
+
 def interleave(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
     """Run every variant once per repeat, alternating the order; returns each variant's samples."""
     samples: dict[str, list[float]] = {name: [] for name in variants}

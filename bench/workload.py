@@ -20,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from bench._harness import guard_stayed_in
 from otel_agentguard import attributes as A
 from otel_agentguard._context import SessionContext, with_session
 from otel_agentguard.policy import Policy, parse_policy
@@ -168,6 +169,8 @@ class Driver:
 
     def shutdown(self) -> None:
         self.provider.shutdown()
+        if self.processor is not None:
+            guard_stayed_in("processor benchmark")
 
 
 def make_sessions(count: int, steps: int, seed: int, loop_share: float = 0.1) -> list[tuple[str, list[StepSpec]]]:

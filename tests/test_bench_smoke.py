@@ -14,6 +14,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = ("claims", "1 processor", "2 fingerprint", "3 openai", "4 memory", "5 replay", "6 scaling", "7 serve",
             "yaml", "repetition")
@@ -58,3 +60,25 @@ def test_every_section_of_the_benchmark_runs_and_prints_its_rows(tmp_path):
             assert any(row[0] == section and row[1].startswith(figure) and row[6] == target for row in rows), \
                 (section, figure, target)
     assert any(line.startswith("targets met: ") for line in done.stdout.splitlines())
+
+
+def test_the_benchmark_stops_rather_than_time_a_guard_that_failed_open(monkeypatch):
+    # A change that breaks the processor makes it log once and step aside: timed on, it would look
+    # like a speed-up. The benchmark's driver must refuse the figures instead.
+    sys.path.insert(0, str(REPO))
+    try:
+        from bench.workload import Driver, make_sessions, run_concurrent
+    finally:
+        sys.path.remove(str(REPO))
+    from otel_agentguard import _internal_errors
+    from otel_agentguard import processor as processor_module
+
+    def unreadable(*args, **kwargs):
+        raise RuntimeError("a step the processor cannot read")
+
+    monkeypatch.setattr(_internal_errors, "_counts", {})  # this process's earlier tests are not the driver's
+    monkeypatch.setattr(processor_module, "step_from_attributes", unreadable)
+    driver = Driver(guard=True)
+    run_concurrent(driver, make_sessions(2, 3, seed=1), seed=2)
+    with pytest.raises(SystemExit, match="failed open"):
+        driver.shutdown()
