@@ -83,10 +83,16 @@ STEP_KIND_ATTRIBUTES = (
 )
 
 
+#: The step kind a span's ``gen_ai.operation.name`` makes it (absent here: no step).
+KIND_OF_OPERATION: dict[str, str] = {A.OP_EXECUTE_TOOL: TOOL, **dict.fromkeys(A.INFERENCE_OPERATIONS, MODEL)}
+
+
 def step_kind(attrs: Mapping[str, Any]) -> str | None:
     """TOOL, MODEL or None, from the attributes alone (cheap: called per span)."""
     operation = attrs.get(A.GEN_AI_OPERATION_NAME)
     if operation is not None:
+        if type(operation) is str:  # the usual case (and the compiled replay reader's)
+            return KIND_OF_OPERATION.get(operation)
         if operation == A.OP_EXECUTE_TOOL:
             return TOOL
         if operation in A.INFERENCE_OPERATIONS:

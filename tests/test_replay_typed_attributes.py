@@ -282,3 +282,43 @@ def test_a_span_read_in_c_is_read_as_in_python_and_holds_on_to_nothing(line, att
             outcome(read_span)
 
     assert_frees_what_it_takes(read_often)
+
+
+class _Text(str):
+    """A str subclass: equal to the str it holds, but not one."""
+
+
+_OPERATIONS = st.sampled_from(["chat", "execute_tool", "invoke_agent", "embeddings", "text_completion", "", "Chat"])
+_FACT_VALUES = st.one_of(
+    _OPERATIONS, _OPERATIONS.map(_Text), st.text(max_size=4), st.none(), st.booleans(), st.integers(),
+    st.floats(allow_nan=False), st.tuples(st.text(max_size=2)),
+)
+_COUNT_VALUES = st.one_of(
+    st.integers(min_value=-(2**65), max_value=2**65), st.sampled_from([0, 2**63 - 1, 2**63, -1]), st.booleans(),
+    st.floats(allow_nan=False), st.text(max_size=3), st.none(),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(operation=_FACT_VALUES, session=_FACT_VALUES,
+       counts=st.dictionaries(st.sampled_from(sorted(otlp.COUNT_KEYS)), _COUNT_VALUES, max_size=3),
+       absent=st.sets(st.sampled_from(["operation", "session"])))
+def test_the_kind_counts_and_session_read_in_c_are_what_the_python_helpers_read(operation, session, counts, absent):
+    # The compiled reader decides the usual cases of step_kind, counts_in_range and session_facts
+    # itself; whatever the values, it must come to what the helpers say.
+    read_span = _typed_otlp._compiled_span_reader()
+    skip_unless_built(read_span is not None, "otel_agentguard.replay._typed_attributes", "spans are read in Python")
+    span = _typed_otlp._decode(SPAN_LINES[0]).resourceSpans[0].scopeSpans[0].spans[0]
+    attributes: dict[str, Any] = dict(counts)
+    if "operation" not in absent:
+        attributes[A.GEN_AI_OPERATION_NAME] = operation
+    if "session" not in absent:
+        attributes[A.SESSION_ID] = session
+
+    def outcome(read: Any) -> str:
+        try:
+            return repr(read(span, dict(attributes), "p", {}))
+        except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
+            return type(exc).__name__
+
+    assert outcome(read_span) == outcome(_typed_otlp._read_span)

@@ -350,17 +350,18 @@ def test_a_span_is_read_with_the_layout_it_was_checked_against_when_a_helper_rec
         attributes: Any = None
         status: Any = None
 
+    def configure(span_type: type) -> None:  # the helper called back: a span with no operation name calls it
+        _typed_attributes.configure_spans(span_type, _typed_otlp._Status, configuring, {}, A.GEN_AI_OPERATION_NAME, (),
+                                          2**63 - 1, otlp.session_facts, A.SESSION_ID, A.OP_INVOKE_AGENT,
+                                          otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1, _typed_otlp._Unusual)
+
     def configuring(attrs: dict[str, Any]) -> str | None:
-        _typed_attributes.configure_spans(Padded, _typed_otlp._Status, configuring, otlp.counts_in_range,
-                                          otlp.session_facts, otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1,
-                                          _typed_otlp._Unusual)
+        configure(Padded)
         return "model"
 
     span = _typed_otlp._Span(traceId="t", spanId="s", name="chat m", startTimeUnixNano="1", endTimeUnixNano="2")
     try:
-        _typed_attributes.configure_spans(_typed_otlp._Span, _typed_otlp._Status, configuring, otlp.counts_in_range,
-                                          otlp.session_facts, otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1,
-                                          _typed_otlp._Unusual)
+        configure(_typed_otlp._Span)
         read = _typed_attributes.read_span(span, {}, "p", {})
         assert read[0] == "model" and read[2] == "chat m" and read[6:8] == (1, 2)
     finally:

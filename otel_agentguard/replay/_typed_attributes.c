@@ -945,9 +945,10 @@ field_offset(PyTypeObject *type, int which, Py_ssize_t *offset)
 /* --- One span's facts, as _typed_otlp._read_span reads them ----------------------------------
  *
  * read_span() follows the Python function line by line, with the same conversions through the
- * C-API calls the builtins make, and calls the same helpers (step_kind, counts_in_range,
- * session_facts); the per-line setup is done once in configure_spans(). Whatever raises here
- * raises there too, and the reference reader reads the line. */
+ * C-API calls the builtins make. Of its helpers, counts_in_range is done here in full, and the
+ * usual cases of step_kind and session_facts (an operation name, a session id that is a str);
+ * any other span calls them. The per-line setup is done once in configure_spans(). Whatever
+ * raises here raises there too, and the reference reader reads the line. */
 
 enum { TRACE_ID, SPAN_ID, PARENT_ID, NAME, START, END, STATUS, SPAN_FIELDS };
 static const char *const span_field_names[SPAN_FIELDS] = {
@@ -956,11 +957,15 @@ static const char *const span_field_names[SPAN_FIELDS] = {
 
 /* What configure_spans() was given, with the records' layout. read_span() holds the one current
  * when it is called for the whole call: a helper it calls back may configure the module anew. */
-enum { SPAN_TYPE, STATUS_TYPE, STEP_KIND, COUNTS_IN_RANGE, SESSION_FACTS, ERROR_CODES, NESTED_KEY, MAX_UNIX_NANO,
-       UNUSUAL, SPAN_OBJECTS };
+enum { SPAN_TYPE, STATUS_TYPE, STEP_KIND, KIND_OF_OPERATION, OPERATION_KEY, COUNT_KEYS, MAX_COUNT, SESSION_FACTS,
+       SESSION_KEY, SESSION_OPERATION, ERROR_CODES, NESTED_KEY, MAX_UNIX_NANO, UNUSUAL, SPAN_OBJECTS };
+static const char *const span_object_names =
+    "configure_spans(span_type, status_type, step_kind, kind_of_operation, operation_key, count_keys, max_count, "
+    "session_facts, session_key, session_operation, error_codes, nested_key, max_unix_nano, unusual)";
 typedef struct {
     PyObject *objects[SPAN_OBJECTS]; /* strong references */
     Py_ssize_t offsets[SPAN_FIELDS], code_offset;
+    long long max_count;
 } SpanConfig;
 static PyObject *span_config; /* a capsule of the current SpanConfig */
 static PyObject *empty_string, *zero;
@@ -1060,6 +1065,92 @@ failed_status(const SpanConfig *config, PyObject *span)
     return error;
 }
 
+/* step_kind(attrs): an operation name that is a str is looked up in kind_of_operation (the table
+ * step_kind reads it from: absent, no step); any other span calls step_kind. New reference. */
+static PyObject *
+kind_of(const SpanConfig *config, PyObject *attrs)
+{
+    PyObject *operation = PyDict_GetItemWithError(attrs, config->objects[OPERATION_KEY]);
+    if (operation == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (operation == NULL || !PyUnicode_CheckExact(operation)) {
+        return PyObject_CallOneArg(config->objects[STEP_KIND], attrs);
+    }
+    Py_INCREF(operation);
+    PyObject *kind = PyDict_GetItemWithError(config->objects[KIND_OF_OPERATION], operation);
+    Py_DECREF(operation);
+    if (kind == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    return Py_NewRef(kind != NULL ? kind : Py_None);
+}
+
+/* counts_in_range(attrs): every count the judge reads that the span holds is an int from 0 to
+ * max_count (1), else 0; -1 with an exception set. */
+static int
+counts_in_range(const SpanConfig *config, PyObject *attrs)
+{
+    PyObject *keys = config->objects[COUNT_KEYS];
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *value = PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(keys, i));
+        if (value == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        if (!PyLong_CheckExact(value)) {
+            return 0;
+        }
+        int overflow;
+        long long count = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (count == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (overflow || count < 0 || count > config->max_count) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* session_facts(attrs, path, start, end, error): a span naming its session by a non-empty str
+ * that is no session span is (session id, None) here; any other span calls session_facts.
+ * New reference. */
+static PyObject *
+session_facts(const SpanConfig *config, PyObject *attrs, PyObject *path, PyObject *start, PyObject *end, int error)
+{
+    PyObject *const *objects = config->objects;
+    PyObject *session_id = PyDict_GetItemWithError(attrs, objects[SESSION_KEY]);
+    if (session_id == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (session_id != NULL && PyUnicode_CheckExact(session_id) && PyUnicode_GET_LENGTH(session_id) > 0) {
+        Py_INCREF(session_id);
+        PyObject *operation = PyDict_GetItemWithError(attrs, objects[OPERATION_KEY]);
+        PyObject *facts = NULL;
+        if (operation == NULL) {
+            facts = PyErr_Occurred() ? NULL : PyTuple_Pack(2, session_id, Py_None);
+            Py_DECREF(session_id);
+            return facts;
+        }
+        if (PyUnicode_CheckExact(operation) && PyUnicode_Compare(operation, objects[SESSION_OPERATION]) != 0) {
+            facts = PyTuple_Pack(2, session_id, Py_None);
+            Py_DECREF(session_id);
+            return facts;
+        }
+        Py_DECREF(session_id);
+    }
+    PyObject *args[5] = {attrs, path, start, end, error ? Py_True : Py_False};
+    PyObject *facts = PyObject_Vectorcall(objects[SESSION_FACTS], args, 5, NULL);
+    if (facts != NULL && (!PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "session_facts must return a pair");
+        Py_CLEAR(facts);
+    }
+    return facts;
+}
+
 /* The facts of one span from its record and attributes (the steps of _read_span, in order). */
 static PyObject *
 span_facts(const SpanConfig *config, PyObject *span, PyObject *attrs, PyObject *path, PyObject *shared)
@@ -1086,17 +1177,15 @@ span_facts(const SpanConfig *config, PyObject *span, PyObject *attrs, PyObject *
     Py_XINCREF(nested);
     int is_nested = nested == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(nested);
     if (is_nested < 0) goto done;
-    kind = is_nested ? Py_NewRef(Py_None) : PyObject_CallOneArg(objects[STEP_KIND], attrs);
+    kind = is_nested ? Py_NewRef(Py_None) : kind_of(config, attrs);
     if (kind == NULL) goto done;
     if (kind == Py_None) {
         name = Py_NewRef(empty_string);
     }
     else {
-        PyObject *in_range = PyObject_CallOneArg(objects[COUNTS_IN_RANGE], attrs);
-        int truth = in_range == NULL ? -1 : PyObject_IsTrue(in_range);
-        Py_XDECREF(in_range);
-        if (truth <= 0) {
-            if (truth == 0) PyErr_SetNone(objects[UNUSUAL]);
+        int in_range = counts_in_range(config, attrs);
+        if (in_range <= 0) {
+            if (in_range == 0) PyErr_SetNone(objects[UNUSUAL]);
             goto done;
         }
         if ((name = span_field(config, span, NAME)) == NULL) goto done;
@@ -1113,13 +1202,8 @@ span_facts(const SpanConfig *config, PyObject *span, PyObject *attrs, PyObject *
         }
         if (name == NULL) goto done;
     }
-    PyObject *call_args[5] = {attrs, path, start, end, error ? Py_True : Py_False};
-    facts = PyObject_Vectorcall(objects[SESSION_FACTS], call_args, 5, NULL);
+    facts = session_facts(config, attrs, path, start, end, error);
     if (facts == NULL) goto done;
-    if (!PyTuple_CheckExact(facts) || PyTuple_GET_SIZE(facts) != 2) {
-        PyErr_SetString(PyExc_TypeError, "session_facts must return a pair");
-        goto done;
-    }
     result = PyTuple_Pack(11, kind, attrs, name, trace_id, span_id, parent_id, start, end, error ? Py_True : Py_False,
                           PyTuple_GET_ITEM(facts, 0), PyTuple_GET_ITEM(facts, 1));
 done:
@@ -1164,12 +1248,18 @@ static PyObject *
 configure_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != SPAN_OBJECTS) {
-        PyErr_SetString(PyExc_TypeError, "configure_spans(span_type, status_type, step_kind, counts_in_range, "
-                                         "session_facts, error_codes, nested_key, max_unix_nano, unusual)");
+        PyErr_SetString(PyExc_TypeError, span_object_names);
         return NULL;
     }
-    if (!PyType_Check(args[SPAN_TYPE]) || !PyType_Check(args[STATUS_TYPE]) || !PyExceptionClass_Check(args[UNUSUAL])) {
-        PyErr_SetString(PyExc_TypeError, "expected two types first and an exception class last");
+    if (!PyType_Check(args[SPAN_TYPE]) || !PyType_Check(args[STATUS_TYPE]) || !PyDict_CheckExact(args[KIND_OF_OPERATION])
+        || !PyTuple_CheckExact(args[COUNT_KEYS]) || !PyLong_CheckExact(args[MAX_COUNT])
+        || !PyUnicode_CheckExact(args[SESSION_OPERATION]) || !PyExceptionClass_Check(args[UNUSUAL])) {
+        PyErr_Format(PyExc_TypeError, "%s: two types, a dict, ..., a tuple, an int, ..., a str, ..., and an exception "
+                     "class", span_object_names);
+        return NULL;
+    }
+    long long max_count = PyLong_AsLongLong(args[MAX_COUNT]);
+    if (max_count == -1 && PyErr_Occurred()) {
         return NULL;
     }
     if ((empty_string == NULL && (empty_string = PyUnicode_FromString("")) == NULL)
@@ -1188,6 +1278,7 @@ configure_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (int i = 0; i < SPAN_OBJECTS; i++) {
         config->objects[i] = Py_NewRef(args[i]);
     }
+    config->max_count = max_count;
     for (int which = 0; which < SPAN_FIELDS; which++) {
         if (slot_offset((PyTypeObject *)args[SPAN_TYPE], span_field_names[which], &config->offsets[which]) < 0) {
             Py_DECREF(capsule);
@@ -1240,8 +1331,9 @@ static PyMethodDef methods[] = {
     {"read_span", (PyCFunction)(void (*)(void))read_span, METH_FASTCALL,
      "read_span(span, attrs, path, shared): one span's facts, as _typed_otlp._read_span reads them."},
     {"configure_spans", (PyCFunction)(void (*)(void))configure_spans, METH_FASTCALL,
-     "configure_spans(span_type, status_type, step_kind, counts_in_range, session_facts, error_codes, "
-     "nested_key, max_unix_nano, unusual): what read_span() uses."},
+     "configure_spans(span_type, status_type, step_kind, kind_of_operation, operation_key, count_keys, max_count, "
+     "session_facts, session_key, session_operation, error_codes, nested_key, max_unix_nano, unusual): what "
+     "read_span() uses."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(key_value_type, any_value_type, shared_keys, repeated_keys, is_read_key, decode_array, "
      "decode_value, unset, unparsed): what read() and parse() use."},

@@ -29,7 +29,7 @@ from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.replay import otlp
 from otel_agentguard.replay.otlp import ReadSpan, counts_in_range, decode_value, session_facts
-from otel_agentguard.steps import step_kind
+from otel_agentguard.steps import KIND_OF_OPERATION, step_kind
 
 # Every class below is decoded from JSON, which has no cycles: the garbage collector need not track them.
 
@@ -249,12 +249,16 @@ parse_attributes: _Reader | None = _COMPILED[1] if _COMPILED else None
 
 
 def _compiled_span_reader() -> Callable[[_Span[Any], dict[str, Any], str, dict[str, str]], ReadSpan] | None:
-    """:func:`_read_span` compiled, where built: it calls the same helpers."""
+    """:func:`_read_span` compiled, where built: it calls the same helpers, or does what they do
+    (:func:`counts_in_range`, and the usual cases of :func:`step_kind` and :func:`session_facts`)."""
     try:
         from otel_agentguard.replay import _typed_attributes
 
-        _typed_attributes.configure_spans(_Span, _Status, step_kind, counts_in_range, session_facts,
-                                          otlp.ERROR_CODES, A.NESTED_STEP, _ranges.MAX_UNIX_NANO, _Unusual)
+        _typed_attributes.configure_spans(
+            _Span, _Status, step_kind, KIND_OF_OPERATION, A.GEN_AI_OPERATION_NAME, tuple(otlp.COUNT_KEYS),
+            _ranges.MAX_COUNT, session_facts, A.SESSION_ID, A.OP_INVOKE_AGENT, otlp.ERROR_CODES, A.NESTED_STEP,
+            _ranges.MAX_UNIX_NANO, _Unusual,
+        )
     except (ImportError, TypeError, AttributeError):  # not built, or records it cannot read through their slots
         return None
     return _typed_attributes.read_span

@@ -38,7 +38,7 @@ _COUNT_ATTRIBUTES = (
     A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, *A.LEGACY_INPUT_TOKENS, *A.LEGACY_OUTPUT_TOKENS,
     A.SEQUENCE, A.RESPONSE_TOOL_CALLS,
 )
-_COUNT_KEYS = frozenset(_COUNT_ATTRIBUTES)
+COUNT_KEYS = frozenset(_COUNT_ATTRIBUTES)
 
 
 # A value holds one member. One with more (not valid OTLP) is read by this precedence, whatever
@@ -506,7 +506,7 @@ def session_facts(
 def counts_in_range(attrs: Mapping[str, Any]) -> bool:
     """Whether every count the judge reads is an int in range (the usual case: none, or all)."""
     # (A plain loop: for the four or so counts of a step span, it is faster than map, min and max.)
-    for key in _COUNT_KEYS.intersection(attrs):
+    for key in COUNT_KEYS.intersection(attrs):
         value = attrs[key]
         if type(value) is not int or not 0 <= value <= _ranges.MAX_COUNT:
             return False
