@@ -260,6 +260,14 @@ SPAN_LINES = [
 ]
 
 
+def _span_outcome(read: Any, span: Any, attributes: dict[str, Any]) -> str:
+    """What reading a span comes to: its facts, or the error that sends its line to the reference reader."""
+    try:
+        return repr(read(span, dict(attributes), "p", {}))
+    except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
+        return type(exc).__name__
+
+
 @pytest.mark.parametrize("line", SPAN_LINES, ids=range(len(SPAN_LINES)))
 @pytest.mark.parametrize("attributes", [{}, {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 3},
                                         {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: -3},
@@ -268,18 +276,11 @@ def test_a_span_read_in_c_is_read_as_in_python_and_holds_on_to_nothing(line, att
     read_span = _typed_otlp._compiled_span_reader()
     skip_unless_built(read_span is not None, "otel_agentguard.replay._typed_attributes", "spans are read in Python")
     span = _typed_otlp._decode(line).resourceSpans[0].scopeSpans[0].spans[0]
-
-    def outcome(read: Any) -> str:
-        try:
-            return repr(read(span, dict(attributes), "p", {}))
-        except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
-            return type(exc).__name__
-
-    assert outcome(read_span) == outcome(_typed_otlp._read_span)
+    assert _span_outcome(read_span, span, attributes) == _span_outcome(_typed_otlp._read_span, span, attributes)
 
     def read_often() -> None:
         for _ in range(300):
-            outcome(read_span)
+            _span_outcome(read_span, span, attributes)
 
     assert_frees_what_it_takes(read_often)
 
@@ -314,11 +315,4 @@ def test_the_kind_counts_and_session_read_in_c_are_what_the_python_helpers_read(
         attributes[A.GEN_AI_OPERATION_NAME] = operation
     if "session" not in absent:
         attributes[A.SESSION_ID] = session
-
-    def outcome(read: Any) -> str:
-        try:
-            return repr(read(span, dict(attributes), "p", {}))
-        except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
-            return type(exc).__name__
-
-    assert outcome(read_span) == outcome(_typed_otlp._read_span)
+    assert _span_outcome(read_span, span, attributes) == _span_outcome(_typed_otlp._read_span, span, attributes)
