@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
@@ -261,38 +261,58 @@ SPAN_LINES = [
 
 
 def _span_outcome(read: Any, span: Any, attributes: dict[str, Any]) -> str:
-    """What reading a span comes to: its facts, or the error that sends its line to the reference reader."""
+    """What reading a span comes to: its facts with their types (a str subclass prints as a str),
+    or the error that sends its line to the reference reader."""
     try:
-        return repr(read(span, dict(attributes), "p", {}))
+        facts = read(span, dict(attributes), "p", {})
     except _typed_otlp._LEFT_TO_THE_REFERENCE as exc:
         return type(exc).__name__
+    return repr((facts, [type(fact).__name__ for fact in facts]))
 
 
 @pytest.mark.parametrize("line", SPAN_LINES, ids=range(len(SPAN_LINES)))
 @pytest.mark.parametrize("attributes", [{}, {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: 3},
                                         {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_USAGE_INPUT_TOKENS: -3},
-                                        {A.GEN_AI_OPERATION_NAME: "invoke_agent", A.SESSION_ID: "s"}])
+                                        {A.GEN_AI_OPERATION_NAME: "invoke_agent", A.SESSION_ID: "session-1"},
+                                        {A.GEN_AI_OPERATION_NAME: "chat", A.SESSION_ID: "session-1"},
+                                        {A.SESSION_ID: "session-1"}])
 def test_a_span_read_in_c_is_read_as_in_python_and_holds_on_to_nothing(line, attributes):
     read_span = _typed_otlp._compiled_span_reader()
     skip_unless_built(read_span is not None, "otel_agentguard.replay._typed_attributes", "spans are read in Python")
     span = _typed_otlp._decode(line).resourceSpans[0].scopeSpans[0].spans[0]
+    # Strings of this test's own (a decoded copy), so that a reference the reader keeps to a value
+    # shows in its count, whatever else the process does with an equal string.
+    attributes = {key: value.encode().decode() if type(value) is str else value for key, value in attributes.items()}
+    own = [value for value in attributes.values() if type(value) is str]
     assert _span_outcome(read_span, span, attributes) == _span_outcome(_typed_otlp._read_span, span, attributes)
 
     def read_often() -> None:
         for _ in range(300):
             _span_outcome(read_span, span, attributes)
 
+    held = [sys.getrefcount(value) for value in own]
     assert_frees_what_it_takes(read_often)
+    assert [sys.getrefcount(value) for value in own] == held
 
 
 class _Text(str):
     """A str subclass: equal to the str it holds, but not one."""
 
 
+class _EqualToAll(str):
+    """A str subclass equal to every value: what it is taken for depends on who compares."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+
 _OPERATIONS = st.sampled_from(["chat", "execute_tool", "invoke_agent", "embeddings", "text_completion", "", "Chat"])
 _FACT_VALUES = st.one_of(
-    _OPERATIONS, _OPERATIONS.map(_Text), st.text(max_size=4), st.none(), st.booleans(), st.integers(),
-    st.floats(allow_nan=False), st.tuples(st.text(max_size=2)),
+    _OPERATIONS, _OPERATIONS.map(_Text), _OPERATIONS.map(_EqualToAll), st.text(max_size=4), st.none(),
+    st.booleans(), st.integers(), st.floats(allow_nan=False), st.tuples(st.text(max_size=2)),
 )
 _COUNT_VALUES = st.one_of(
     st.integers(min_value=-(2**65), max_value=2**65), st.sampled_from([0, 2**63 - 1, 2**63, -1]), st.booleans(),
@@ -301,6 +321,12 @@ _COUNT_VALUES = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
+@example(operation="chat", session="s", counts={A.SEQUENCE: 2**63 - 1}, absent=set())
+@example(operation="chat", session="s", counts={A.SEQUENCE: 2**63}, absent=set())
+@example(operation="chat", session="s", counts={A.SEQUENCE: -1}, absent=set())
+@example(operation="chat", session="s", counts={A.SEQUENCE: True}, absent=set())
+@example(operation="chat", session="s", counts={A.SEQUENCE: 0}, absent=set())
+@example(operation="chat", session=_Text("s"), counts={}, absent=set())
 @given(operation=_FACT_VALUES, session=_FACT_VALUES,
        counts=st.dictionaries(st.sampled_from(sorted(otlp.COUNT_KEYS)), _COUNT_VALUES, max_size=3),
        absent=st.sets(st.sampled_from(["operation", "session"])))
@@ -315,4 +341,19 @@ def test_the_kind_counts_and_session_read_in_c_are_what_the_python_helpers_read(
         attributes[A.GEN_AI_OPERATION_NAME] = operation
     if "session" not in absent:
         attributes[A.SESSION_ID] = session
+    assert _span_outcome(read_span, span, attributes) == _span_outcome(_typed_otlp._read_span, span, attributes)
+
+
+def test_a_count_limit_beyond_64_bits_is_refused_and_the_configuration_kept():
+    from otel_agentguard.replay import _typed_attributes
+
+    read_span = _typed_otlp._compiled_span_reader()
+    skip_unless_built(read_span is not None, "otel_agentguard.replay._typed_attributes", "spans are read in Python")
+    span = _typed_otlp._decode(SPAN_LINES[0]).resourceSpans[0].scopeSpans[0].spans[0]
+    attributes = {A.GEN_AI_OPERATION_NAME: "chat", A.SEQUENCE: 2**63}
+    with pytest.raises(TypeError, match="max_count"):  # as any refused argument: the package reads in Python then
+        _typed_attributes.configure_spans(
+            _typed_otlp._Span, _typed_otlp._Status, otlp.step_kind, {}, A.GEN_AI_OPERATION_NAME, (A.SEQUENCE,), 2**64,
+            otlp.session_facts, A.SESSION_ID, A.OP_INVOKE_AGENT, otlp.ERROR_CODES, A.NESTED_STEP, 2**64 - 1,
+            _typed_otlp._Unusual)
     assert _span_outcome(read_span, span, attributes) == _span_outcome(_typed_otlp._read_span, span, attributes)

@@ -1258,7 +1258,12 @@ configure_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      "class", span_object_names);
         return NULL;
     }
-    long long max_count = PyLong_AsLongLong(args[MAX_COUNT]);
+    int overflow;
+    long long max_count = PyLong_AsLongLongAndOverflow(args[MAX_COUNT], &overflow);
+    if (overflow) {  /* refused as any other argument is: the package then reads spans in Python */
+        PyErr_Format(PyExc_TypeError, "%s: max_count beyond a signed 64-bit int", span_object_names);
+        return NULL;
+    }
     if (max_count == -1 && PyErr_Occurred()) {
         return NULL;
     }
