@@ -1129,18 +1129,15 @@ session_facts(const SpanConfig *config, PyObject *attrs, PyObject *path, PyObjec
     if (session_id != NULL && PyUnicode_CheckExact(session_id) && PyUnicode_GET_LENGTH(session_id) > 0) {
         Py_INCREF(session_id);
         PyObject *operation = PyDict_GetItemWithError(attrs, objects[OPERATION_KEY]);
-        PyObject *facts = NULL;
-        if (operation == NULL) {
-            facts = PyErr_Occurred() ? NULL : PyTuple_Pack(2, session_id, Py_None);
-            Py_DECREF(session_id);
-            return facts;
-        }
-        if (PyUnicode_CheckExact(operation) && PyUnicode_Compare(operation, objects[SESSION_OPERATION]) != 0) {
-            facts = PyTuple_Pack(2, session_id, Py_None);
-            Py_DECREF(session_id);
-            return facts;
-        }
+        /* 1: no session span (no operation name, or a str that is not the session's); 0: ask
+         * session_facts; -1: the lookup raised. */
+        int plain = operation == NULL ? (PyErr_Occurred() ? -1 : 1)
+                    : PyUnicode_CheckExact(operation) && PyUnicode_Compare(operation, objects[SESSION_OPERATION]) != 0;
+        PyObject *facts = plain > 0 ? PyTuple_Pack(2, session_id, Py_None) : NULL;
         Py_DECREF(session_id);
+        if (plain != 0) {
+            return facts;
+        }
     }
     PyObject *args[5] = {attrs, path, start, end, error ? Py_True : Py_False};
     PyObject *facts = PyObject_Vectorcall(objects[SESSION_FACTS], args, 5, NULL);
