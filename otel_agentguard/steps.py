@@ -9,12 +9,17 @@ step) or an inference operation such as ``chat`` (a model step). Spans of
 OpenLLMetry and OpenInference that lack that attribute are recognised by
 their own span-kind attributes. Where a value comes from (first match wins)
 is part of the public contract and mirrored in each helper below.
+
+Every step of a live guard and of a replay is read here, so the usual attributes
+are read by a compiled twin of the two readers (``_step_reader.c``) where the
+package was built with one; tests hold it to the Python functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
+from types import ModuleType
 from typing import Any, cast
 
 from otel_agentguard import _ranges
@@ -24,7 +29,7 @@ from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
 from otel_agentguard.session_resolution import named_session
-from otel_agentguard.tool_calls import requested_call_count
+from otel_agentguard.tool_calls import REPLY_KEYS, requested_call_count
 
 TOOL = "tool"
 MODEL = "model"
@@ -135,9 +140,22 @@ def step_from_attributes(
     payloads: PayloadFingerprints = NO_MEMORY,
 ) -> Step:
     """The step a span's attributes describe. ``payloads``: where raw tool arguments and
-    results are fingerprinted (a live guard remembers the texts it saw)."""
+    results are fingerprinted (a live guard remembers the texts it saw).
+
+    Where the package was built with its C reader, that reader makes the step from the values
+    spans usually hold, and leaves any other to the Python functions below, the reference."""
+    compiled = _compiled if type(attrs) is dict else None
     if kind == TOOL:
+        if compiled is not None:
+            step: Step | None = compiled.tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns,
+                                                   status_error, payloads)
+            if step is not None:
+                return step
         return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error, payloads)
+    if compiled is not None:
+        step = compiled.model_step(attrs, session_id, sequence, start_ns, end_ns)
+        if step is not None:
+            return step
     return _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
 
 
@@ -156,16 +174,14 @@ def _tool_step(
     fingerprinter = None
     args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
     if args_fp is None:
-        raw_args = _first(attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value",
-                                   "ai.toolCall.args"))
+        raw_args = _first(attrs, _RAW_ARGUMENTS)
         if raw_args is not None:
             fingerprinter = policy.fingerprinter(name)
             args_fp = payloads.arguments(fingerprinter, raw_args)
     result_fp = attrs.get(A.TOOL_RESULT_FINGERPRINT)
     empty = attrs.get(A.TOOL_RESULT_EMPTY)
     if result_fp is None or empty is None:
-        raw_result = _first(attrs, (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value",
-                                     "ai.toolCall.result"))
+        raw_result = _first(attrs, _RAW_RESULT)
         if raw_result is not None:
             fingerprint, result_empty = payloads.result(fingerprinter or policy.fingerprinter(name), raw_result)
             if result_fp is None:
@@ -256,7 +272,12 @@ def _model_step(
 # --- small readers, each forgiving of what foreign spans put there -------------------
 
 
+_RAW_ARGUMENTS = (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value", "ai.toolCall.args")
+_RAW_RESULT = (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value", "ai.toolCall.result")
+
+
 def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    """The first value that is not None."""
     for key in keys:
         value = attrs.get(key)
         if value is not None:
@@ -281,8 +302,11 @@ def _tool_from_span_name(span_name: str) -> str:
     return span_name[len(prefix):] if span_name.startswith(prefix) else (span_name or "unknown")
 
 
+_EFFECTS = ("read", "write")
+
+
 def _effect(value: Any) -> str | None:
-    return value if value in ("read", "write") else None
+    return value if value in _EFFECTS else None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -363,3 +387,63 @@ def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
     text = (attrs.get("gen_ai.completion.0.content") or attrs.get("llm.output_messages.0.message.content")
             or attrs.get("output.value") or attrs.get("ai.response.text"))
     return text if isinstance(text, str) else ""
+
+
+# --- the compiled reader ---------------------------------------------------------------------
+
+
+def compiled_keys() -> dict[str, str | tuple[str, ...]]:
+    """Every attribute the two step readers above read, by the name the compiled reader
+    (``_step_reader.c``) gives it; a group is read in its order, as the readers above read it.
+    (A test holds the readers above to reading no other attribute where the compiled one reads.)"""
+    return {
+        "tool_name": A.GEN_AI_TOOL_NAME,
+        "tool_args_fingerprint": A.TOOL_ARGS_FINGERPRINT,
+        "tool_result_fingerprint": A.TOOL_RESULT_FINGERPRINT,
+        "tool_result_empty": A.TOOL_RESULT_EMPTY,
+        "error_type": A.ERROR_TYPE,
+        "tool_effect": A.TOOL_EFFECT,
+        "final_claims": A.FINAL_CLAIMS,
+        "response_tool_calls": A.RESPONSE_TOOL_CALLS,
+        "output_messages": A.GEN_AI_OUTPUT_MESSAGES,
+        "ai_tool_calls": "ai.response.toolCalls",
+        "output_repetition": A.OUTPUT_REPETITION,
+        "final_claim_rule": A.FINAL_CLAIM_RULE,
+        "final_claim_clause": A.FINAL_CLAIM_CLAUSE,
+        "input_tokens": A.GEN_AI_USAGE_INPUT_TOKENS,
+        "output_tokens": A.GEN_AI_USAGE_OUTPUT_TOKENS,
+        "raw_arguments": _RAW_ARGUMENTS,
+        "raw_result": _RAW_RESULT,
+        "model_names": (A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL, "llm.model_name"),
+        "finish_reasons": (A.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason", "llm.finish_reason"),
+        "answer_text": ("gen_ai.completion.0.content", "llm.output_messages.0.message.content", "output.value",
+                        "ai.response.text"),
+        "legacy_input_tokens": tuple(A.LEGACY_INPUT_TOKENS),
+        "legacy_output_tokens": tuple(A.LEGACY_OUTPUT_TOKENS),
+        "reply_keys": REPLY_KEYS,
+    }
+
+
+def _compiled_reader() -> ModuleType | None:
+    """The compiled step reader (``_step_reader.c``), configured, when the package was built
+    with it; it reads the usual attributes and leaves the others to the functions above."""
+    try:
+        from otel_agentguard import _step_reader
+    except ImportError:  # built without a C compiler, or a free-threaded Python: the functions above
+        return None
+    step_fields = fields(Step)
+    if any(field.default_factory is not MISSING for field in step_fields):
+        return None  # the reader sets plain defaults only
+    try:
+        _step_reader.configure(
+            Step, tuple(field.name for field in step_fields),
+            tuple(None if field.default is MISSING else field.default for field in step_fields),
+            compiled_keys(), TOOL, MODEL, FINAL_FINISH_REASONS, TOOL_FINISH_REASONS, *_EFFECTS, _ranges.MAX_COUNT,
+            tool_name, RepetitionSummary.from_attribute,
+        )
+    except (TypeError, RuntimeError):  # a Step it cannot write, or configured already (a reload)
+        return None
+    return _step_reader
+
+
+_compiled = _compiled_reader()

@@ -96,12 +96,14 @@ def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
 def requested_call_count(attrs: Mapping[str, Any]) -> int | None:
     """How many tool calls a foreign model span asked for, or None when it does not say."""
     if (A.GEN_AI_OUTPUT_MESSAGES not in attrs and _OI_OUTPUT_ROLE not in attrs
-            and "gen_ai.completion.0.role" not in attrs):
+            and "gen_ai.completion.0.role" not in attrs):  # (REPLY_KEYS, spelt out: a span's cost)
         return None
     return len(requested_calls(attrs))
 
 
 _OI_OUTPUT_ROLE = "llm.output_messages.0.message.role"
+#: The attributes whose presence says a model span records its reply, and so its tool calls.
+REPLY_KEYS = (A.GEN_AI_OUTPUT_MESSAGES, _OI_OUTPUT_ROLE, "gen_ai.completion.0.role")
 _OI_FIRST_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 _LEGACY_FIRST_CALL = "gen_ai.completion.0.tool_calls.0.name"
 

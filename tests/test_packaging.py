@@ -64,7 +64,8 @@ def test_wheel_carries_the_license_and_says_so_in_its_metadata(built):
     assert "License-File: LICENSE" in metadata.splitlines()
 
 
-@pytest.mark.parametrize("module", ["otel_agentguard/_plain_check", "otel_agentguard/replay/_typed_attributes"])
+@pytest.mark.parametrize("module", ["otel_agentguard/_plain_check", "otel_agentguard/replay/_typed_attributes",
+                                    "otel_agentguard/_step_reader"])
 def test_sdist_carries_a_compiled_modules_source_and_the_wheel_its_module_only(built, module):
     [sdist] = built.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
