@@ -96,7 +96,7 @@ def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
 def requested_call_count(attrs: Mapping[str, Any]) -> int | None:
     """How many tool calls a foreign model span asked for, or None when it does not say."""
     if (A.GEN_AI_OUTPUT_MESSAGES not in attrs and _OI_OUTPUT_ROLE not in attrs
-            and "gen_ai.completion.0.role" not in attrs):  # (REPLY_KEYS, spelt out: a span's cost)
+            and "gen_ai.completion.0.role" not in attrs):  # REPLY_KEYS, inline: cheaper than a loop
         return None
     return len(requested_calls(attrs))
 
