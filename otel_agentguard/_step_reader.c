@@ -66,9 +66,6 @@ static PyObject *tool_name_of;              /* steps.tool_name(attrs, span_name)
 static PyObject *summary_of;                /* RepetitionSummary.from_attribute(raw) */
 static PyObject *s_fingerprinter, *s_arguments, *s_result, *s_effect, *s_lower;
 
-/* What a reader returns for attributes it leaves to the Python function. */
-#define LEAVE_TO_PYTHON ((PyObject *)1)
-
 /* attrs.get(key) (borrowed); NULL for an absent key or a None value, with no error set, or NULL
  * with the error of a key whose hash or comparison raised. */
 static PyObject *
@@ -96,12 +93,13 @@ is_exact_text(PyObject *value)
     return value == NULL || PyUnicode_CheckExact(value);
 }
 
-/* A tuple of exact strings, as an SDK span and a replay hold a list of strings. */
+/* Whether every item of a tuple or list is an exact string (as an SDK span and a replay hold a
+ * list of strings). */
 static int
-all_text(PyObject *tuple)
+all_text(PyObject *sequence)
 {
-    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tuple); at++)
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(tuple, at)))
+    for (Py_ssize_t at = 0; at < PySequence_Fast_GET_SIZE(sequence); at++)
+        if (!PyUnicode_CheckExact(PySequence_Fast_GET_ITEM(sequence, at)))
             return 0;
     return 1;
 }
@@ -112,8 +110,11 @@ static long long
 count(PyObject *attrs, PyObject *key, PyObject *legacy)
 {
     PyObject *value = get(attrs, key);
-    if (value == NULL)
-        return PyErr_Occurred() || first(attrs, legacy) != NULL || PyErr_Occurred() ? -1 : 0;
+    if (value == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        return first(attrs, legacy) != NULL || PyErr_Occurred() ? -1 : 0;
+    }
     if (!PyLong_CheckExact(value))
         return -1;
     int overflow;
@@ -379,24 +380,16 @@ answers(PyObject *finish)
     return final;
 }
 
-/* The stated claims as the Python function keeps them: sorted, in a tuple (new reference);
- * LEAVE_TO_PYTHON for anything but exact strings. */
+/* The stated claims as the Python function keeps them: sorted, in a tuple (new reference). The
+ * caller has checked they are a string, or a tuple or list of strings. */
 static PyObject *
 sorted_claims(PyObject *stated)
 {
     if (PyUnicode_CheckExact(stated))
         return PyTuple_Pack(1, stated);
-    if (!PyTuple_CheckExact(stated) && !PyList_CheckExact(stated))
-        return LEAVE_TO_PYTHON;
     PyObject *claims = PySequence_List(stated);
     if (claims == NULL)
         return NULL;
-    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(claims); at++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(claims, at))) {
-            Py_DECREF(claims);
-            return LEAVE_TO_PYTHON;
-        }
-    }
     if (PyList_Sort(claims) < 0) {
         Py_DECREF(claims);
         return NULL;
@@ -446,7 +439,8 @@ model_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         (tool_calls == NULL && (foreign_calls || ((!has_claims || !has_calls) && records_reply))) ||
         (tool_calls != NULL && !PyLong_CheckExact(tool_calls)) ||
         (finish != NULL && (!PyTuple_CheckExact(finish) || !all_text(finish))) ||
-        (stated != NULL && !PyUnicode_CheckExact(stated) && !PyTuple_CheckExact(stated) && !PyList_CheckExact(stated)) ||
+        (stated != NULL && !PyUnicode_CheckExact(stated) &&
+         (!(PyTuple_CheckExact(stated) || PyList_CheckExact(stated)) || !all_text(stated))) ||
         (rule != NULL && !PyUnicode_CheckExact(rule)) ||
         (clause != NULL && !PyLong_CheckExact(clause) && !PyBool_Check(clause)))
         Py_RETURN_NONE;
@@ -458,8 +452,6 @@ model_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (finish != NULL && (tool_calls == NULL || PyObject_IsTrue(tool_calls) == 0) && (final = answers(finish)) < 0)
         return NULL;
     PyObject *claims = final && stated != NULL ? sorted_claims(stated) : NULL;
-    if (claims == LEAVE_TO_PYTHON)
-        Py_RETURN_NONE;
     if (claims == NULL && PyErr_Occurred())
         return NULL;
 

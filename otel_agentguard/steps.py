@@ -424,6 +424,21 @@ def compiled_keys() -> dict[str, str | tuple[str, ...]]:
     }
 
 
+def compiled_configuration() -> tuple[Any, ...] | None:
+    """What the compiled reader is configured with: the :class:`Step` class, its fields and their
+    defaults, the attributes read, and what the readers above take from their modules. None when
+    a field's default is made by a factory, which the reader (it sets plain defaults) cannot do."""
+    step_fields = fields(Step)
+    if any(field.default_factory is not MISSING for field in step_fields):
+        return None
+    return (
+        Step, tuple(field.name for field in step_fields),
+        tuple(None if field.default is MISSING else field.default for field in step_fields),
+        compiled_keys(), TOOL, MODEL, FINAL_FINISH_REASONS, TOOL_FINISH_REASONS, *_EFFECTS, _ranges.MAX_COUNT,
+        tool_name, RepetitionSummary.from_attribute,
+    )
+
+
 def _compiled_reader() -> ModuleType | None:
     """The compiled step reader (``_step_reader.c``), configured, when the package was built
     with it; it reads the usual attributes and leaves the others to the functions above."""
@@ -431,16 +446,11 @@ def _compiled_reader() -> ModuleType | None:
         from otel_agentguard import _step_reader
     except ImportError:  # built without a C compiler, or a free-threaded Python: the functions above
         return None
-    step_fields = fields(Step)
-    if any(field.default_factory is not MISSING for field in step_fields):
-        return None  # the reader sets plain defaults only
+    configuration = compiled_configuration()
+    if configuration is None:
+        return None
     try:
-        _step_reader.configure(
-            Step, tuple(field.name for field in step_fields),
-            tuple(None if field.default is MISSING else field.default for field in step_fields),
-            compiled_keys(), TOOL, MODEL, FINAL_FINISH_REASONS, TOOL_FINISH_REASONS, *_EFFECTS, _ranges.MAX_COUNT,
-            tool_name, RepetitionSummary.from_attribute,
-        )
+        _step_reader.configure(*configuration)
     except (TypeError, RuntimeError):  # a Step it cannot write, or configured already (a reload)
         return None
     return _step_reader

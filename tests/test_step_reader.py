@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import json
 import sys
 from typing import Any
 
@@ -27,7 +26,7 @@ from otel_agentguard import steps
 from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.repetition import summarize
-from otel_agentguard.steps import MODEL, TOOL, Step
+from otel_agentguard.steps import MODEL, Step
 
 COMPILED = steps._compiled
 POLICY = parse_policy(
@@ -339,29 +338,30 @@ def test_reading_holds_on_to_nothing():
 
 
 def test_the_reader_is_configured_once_and_refuses_a_step_it_cannot_write():
-    names = tuple(field.name for field in dataclasses.fields(Step))
-    defaults = tuple(None if field.default is dataclasses.MISSING else field.default
-                     for field in dataclasses.fields(Step))
-    rest = (steps.compiled_keys(), TOOL, MODEL, steps.FINAL_FINISH_REASONS, steps.TOOL_FINISH_REASONS, "read",
-            "write", 2**63 - 1, steps.tool_name, json.loads)
+    configuration = steps.compiled_configuration()
+    assert configuration is not None
+    step_type, names, defaults, keys, *rest = configuration
 
     @dataclasses.dataclass
     class WithDict:
         session_id: str
 
+    def changed(at: int, value: Any) -> tuple[Any, ...]:
+        return (*configuration[:at], value, *configuration[at + 1:])
+
     refused = [
-        (WithDict, names, defaults, *rest),  # no slots
-        (Step, names[::-1], defaults, *rest),  # fields in another order
-        (Step, names[:-1], defaults[:-1], *rest),  # a field missing
-        (Step, names, defaults, {**steps.compiled_keys(), "raw_result": "output.value"}, *rest[1:]),
-        (Step, names, defaults, *rest[:6], 2**64, *rest[7:]),
-        (Step, names, defaults, *rest[:-1], None),
+        changed(0, WithDict),  # no slots
+        changed(1, names[::-1]),  # fields in another order
+        (step_type, names[:-1], defaults[:-1], keys, *rest),  # a field missing
+        changed(3, {**keys, "raw_result": "output.value"}),  # a group given as one key
+        changed(configuration.index(2**63 - 1), 2**64),  # a count limit beyond 64 bits
+        changed(len(configuration) - 1, None),  # no summary reader
     ]
     for arguments in refused:
         with pytest.raises(TypeError):
             COMPILED.configure(*arguments)
     with pytest.raises(RuntimeError, match="configured once"):
-        COMPILED.configure(Step, names, defaults, *rest)
+        COMPILED.configure(*configuration)
     with pytest.raises(TypeError, match="must be a dict"):
         COMPILED.model_step(list(OUR_MODEL_SPAN.items()), "s", 1, 0, 0)
     with pytest.raises(TypeError, match="takes 5 arguments"):
