@@ -20,7 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h> /* T_OBJECT_EX, READONLY: the kind of a Step's slots */
+#include "_slots.h"
 
 /* Step's fields, in the dataclass's order (configure() checks it is still that order). */
 enum {
@@ -171,7 +171,7 @@ make_step(PyObject *values[FIELDS])
         if (step == NULL)
             Py_DECREF(value);
         else
-            *(PyObject **)((char *)step + offsets[field]) = value;
+            SLOT(step, offsets[field]) = value;
     }
     return step;
 }
@@ -494,26 +494,6 @@ error:
 
 /* --- configure -------------------------------------------------------------------------------- */
 
-/* The offset of a Step field's slot, checked to be a plain writable object slot of the class
- * itself; -1 if not. */
-static Py_ssize_t
-slot_offset(PyTypeObject *type, const char *name)
-{
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
-    if (descriptor == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type) && ((PyDescrObject *)descriptor)->d_type == type) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
-            offset = member->offset;
-    }
-    Py_DECREF(descriptor); /* the class's dict holds it */
-    return offset;
-}
-
 static PyObject *
 refuse(const char *what)
 {
@@ -532,8 +512,7 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *type = args[0], *names = args[1], *given_defaults = args[2], *given_keys = args[3];
-    if (!PyType_Check(type) || !PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_HEAPTYPE) ||
-        ((PyTypeObject *)type)->tp_dictoffset != 0 || ((PyTypeObject *)type)->tp_new != PyBaseObject_Type.tp_new)
+    if (!slots_only(type))
         return refuse("step_type must be a class of slots only, made by object.__new__");
     if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != FIELDS || !PyTuple_CheckExact(given_defaults) ||
         PyTuple_GET_SIZE(given_defaults) != FIELDS)

@@ -65,12 +65,12 @@ def test_wheel_carries_the_license_and_says_so_in_its_metadata(built):
 
 
 @pytest.mark.parametrize("module", ["otel_agentguard/_plain_check", "otel_agentguard/replay/_typed_attributes",
-                                    "otel_agentguard/_step_reader"])
+                                    "otel_agentguard/_step_reader", "otel_agentguard/_judge_pass"])
 def test_sdist_carries_a_compiled_modules_source_and_the_wheel_its_module_only(built, module):
     [sdist] = built.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"setup.py", f"{module}.c", f"{module}.pyi"} <= names
+    assert {"setup.py", f"{module}.c", f"{module}.pyi", "otel_agentguard/_slots.h"} <= names
     [wheel] = built.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         packaged = [n for n in archive.namelist() if n.startswith(module)]

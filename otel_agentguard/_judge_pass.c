@@ -1,0 +1,848 @@
+/* The judge's pass over one step, compiled (optional).
+ *
+ * judge.SessionJudge.observe accounts for a step in the session's totals, then hands it to each
+ * probe that reads its kind of step. observe() here does the same for the usual judge: the
+ * built-in probes, shared and none of them disabled in this session, and steps of the types the
+ * step readers make. It first checks every value the accounting reads and returns None, before
+ * changing anything, when one is of another type or past 2**62: the caller then runs the Python
+ * method, the reference.
+ *
+ * The accounting is the Python method's, statement for statement, with the price table called
+ * back where the Python method calls it. A probe's pass is done here where it raises nothing,
+ * which is nearly always: the same tests on the same state, and the same updates of what the probe
+ * remembers of the session. Where a probe may raise its alert, or reads a value of another type,
+ * the probe's own observe() runs, through the judge's _observe_one (which disables a probe that
+ * fails, as the Python method does), with the state it would have met. So every alert, its
+ * evidence and its text are made by Python.
+ *
+ * Tests compare both passes on generated sessions (tests/test_judge_pass.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_slots.h"
+
+/* The slots read and written, by class. configure() finds their offsets. */
+enum {
+    J_TOTALS, J_POLICY, J_ALERTS, J_LAST, J_BY_KIND, J_OWN, J_KEEP_CALLS, J_LABELS, J_LAST_END_NS,
+    J_LAST_SEQUENCE, JUDGE_SLOTS
+};
+static const char *const judge_slot_names[JUDGE_SLOTS] = {
+    "totals", "policy", "_alerts", "_last", "_by_kind", "_own", "_keep_calls", "_labels", "_last_end_ns",
+    "_last_sequence",
+};
+enum {
+    TOT_START_NS, TOT_STEPS, TOT_TOKENS, TOT_COST_USD, TOT_MODEL_CALLS, TOT_WROTE, TOT_FINISHED, TOT_FINAL,
+    TOT_OPEN_CALLS, TOT_PARTIAL, TOT_FIRED, TOT_DIGESTS, TOT_SEQUENCES, TOT_NAMES, TOT_STATES_SEEN,
+    TOT_NO_PROGRESS_RUN, TOT_ERROR_RUN, TOT_ERROR_FAILURES, TOTALS_SLOTS
+};
+static const char *const totals_slot_names[TOTALS_SLOTS] = {
+    "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
+    "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names", "states_seen",
+    "no_progress_run", "error_run", "error_failures",
+};
+enum {
+    S_SEQUENCE, S_KIND, S_NAME, S_START_NS, S_END_NS, S_ARGS_FP, S_RESULT_FP, S_FAILED, S_EMPTY, S_EFFECT,
+    S_INPUT_TOKENS, S_OUTPUT_TOKENS, S_MODEL, S_TOOL_CALLS, S_FINAL, S_COST_USD, S_LABEL, S_OUTPUT_REPETITION,
+    STEP_SLOTS
+};
+static const char *const step_slot_names[STEP_SLOTS] = {
+    "sequence", "kind", "name", "start_ns", "end_ns", "args_fingerprint", "result_fingerprint", "failed", "empty",
+    "effect", "input_tokens", "output_tokens", "model", "tool_calls", "final", "cost_usd", "label",
+    "output_repetition",
+};
+
+/* The built-in probes, in the order probes.all_probes() gives them. */
+enum { FAKE_COMPLETION, OUTPUT_REPETITION, TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_STREAK, BUDGET, PROBES };
+
+/* Set once by configure() and never changed. */
+static PyTypeObject *judge_type, *totals_type, *step_type, *array_type;
+static Py_ssize_t judge_slots[JUDGE_SLOTS], totals_slots[TOTALS_SLOTS], step_slots[STEP_SLOTS];
+static PyObject *tool_kind, *model_kind, *write_effect;
+static PyObject *no_words, *no_names;  /* probes._NO_WORDS, _NO_NAMES: a session's first tool step replaces them */
+static PyObject *probe_types[PROBES];
+static long long fired_bits[BUDGET];   /* probes.*_FIRED of each probe but the budgets (theirs are in _limits) */
+static Py_ssize_t last_actions;        /* the judge's _last holds this many items at most */
+static Py_ssize_t longest_cycle, max_states, no_call;
+static PyObject *s_observe_one, *s_append, *s_cost, *s_prices, *s_finish_tool, *s_threshold,
+    *s_repeats, *s_limits, *s_q;
+
+#define LIMIT (1LL << 62) /* values past it are left to Python: sums of two stay within 64 bits */
+
+/* An exact int within LIMIT, read into *out; 0 for anything else. */
+static int
+small_int(PyObject *value, long long *out)
+{
+    if (value == NULL || !PyLong_CheckExact(value))
+        return 0;
+    int overflow;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || number >= LIMIT || number <= -LIMIT)
+        return 0;
+    *out = number;
+    return 1;
+}
+
+static int
+is_bool(PyObject *value)
+{
+    return value == Py_True || value == Py_False;
+}
+
+static int
+none_or_text(PyObject *value)
+{
+    return value == Py_None || (value != NULL && PyUnicode_CheckExact(value));
+}
+
+/* Set a slot to a new reference (NULL: an error already set, the slot left as it is). */
+static int
+set_slot(PyObject *object, Py_ssize_t offset, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    Py_XSETREF(SLOT(object, offset), value);
+    return 0;
+}
+
+static int
+set_int(PyObject *object, Py_ssize_t offset, long long value)
+{
+    return set_slot(object, offset, PyLong_FromLongLong(value));
+}
+
+/* An array('q') of the session's, as its words; NULL if it is anything else. */
+static const long long *
+words(PyObject *array, Py_ssize_t *length, Py_buffer *view)
+{
+    if (array == NULL || !Py_IS_TYPE(array, array_type) || PyObject_GetBuffer(array, view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (view->itemsize != sizeof(long long) || view->format == NULL || strcmp(view->format, "q") != 0) {
+        PyBuffer_Release(view);
+        return NULL;
+    }
+    *length = view->len / view->itemsize;
+    return (const long long *)view->buf;
+}
+
+static int
+append(PyObject *container, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    PyObject *done = PyObject_CallMethodOneArg(container, s_append, item);
+    Py_DECREF(item);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+static PyObject *
+new_words(void)
+{
+    return PyObject_CallOneArg((PyObject *)array_type, s_q);
+}
+
+/* --- the accounting ------------------------------------------------------------------------- */
+
+/* What the accounting reads, checked before anything is changed. */
+typedef struct {
+    long long sequence, start_ns, end_ns, input_tokens, output_tokens, tool_calls;
+    long long totals_start_ns, steps, tokens, model_calls, open_calls, last_end_ns, last_sequence, keep;
+    int tool, failed, final, has_cost;
+    double cost;
+} Reading;
+
+static int
+readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
+{
+    PyObject *kind = SLOT(step, step_slots[S_KIND]);
+    if (kind == NULL || !PyUnicode_CheckExact(kind))
+        return 0;
+    if (kind == tool_kind || PyUnicode_Compare(kind, tool_kind) == 0)
+        r->tool = 1;
+    else if (kind == model_kind || PyUnicode_Compare(kind, model_kind) == 0)
+        r->tool = 0;
+    else
+        return 0;
+    PyObject *failed = SLOT(step, step_slots[S_FAILED]), *final = SLOT(step, step_slots[S_FINAL]);
+    PyObject *empty = SLOT(step, step_slots[S_EMPTY]), *cost = SLOT(step, step_slots[S_COST_USD]);
+    PyObject *tool_calls = SLOT(step, step_slots[S_TOOL_CALLS]);
+    if (!is_bool(failed) || !is_bool(final) || (empty != Py_None && !is_bool(empty)))
+        return 0;
+    r->failed = failed == Py_True;
+    r->final = final == Py_True;
+    if (!small_int(SLOT(step, step_slots[S_SEQUENCE]), &r->sequence) ||
+        !small_int(SLOT(step, step_slots[S_START_NS]), &r->start_ns) ||
+        !small_int(SLOT(step, step_slots[S_END_NS]), &r->end_ns) ||
+        !small_int(SLOT(step, step_slots[S_INPUT_TOKENS]), &r->input_tokens) ||
+        !small_int(SLOT(step, step_slots[S_OUTPUT_TOKENS]), &r->output_tokens))
+        return 0;
+    r->tool_calls = 0;
+    if (tool_calls == NULL || (tool_calls != Py_None && !small_int(tool_calls, &r->tool_calls)))
+        return 0;
+    if (cost == NULL || (cost != Py_None && !PyFloat_CheckExact(cost)))
+        return 0;
+    r->has_cost = cost != Py_None;
+    r->cost = r->has_cost ? PyFloat_AS_DOUBLE(cost) : 0.0;
+    if (!none_or_text(SLOT(step, step_slots[S_ARGS_FP])) || !none_or_text(SLOT(step, step_slots[S_RESULT_FP])) ||
+        !none_or_text(SLOT(step, step_slots[S_EFFECT])) || SLOT(step, step_slots[S_NAME]) == NULL ||
+        !PyUnicode_CheckExact(SLOT(step, step_slots[S_NAME])) || SLOT(step, step_slots[S_LABEL]) == NULL ||
+        SLOT(step, step_slots[S_MODEL]) == NULL || SLOT(step, step_slots[S_OUTPUT_REPETITION]) == NULL)
+        return 0;
+
+    if (!small_int(SLOT(totals, totals_slots[TOT_START_NS]), &r->totals_start_ns) ||
+        !small_int(SLOT(totals, totals_slots[TOT_STEPS]), &r->steps) ||
+        !small_int(SLOT(totals, totals_slots[TOT_TOKENS]), &r->tokens) ||
+        !small_int(SLOT(totals, totals_slots[TOT_MODEL_CALLS]), &r->model_calls) ||
+        !small_int(SLOT(totals, totals_slots[TOT_OPEN_CALLS]), &r->open_calls) ||
+        !small_int(SLOT(judge, judge_slots[J_LAST_END_NS]), &r->last_end_ns) ||
+        !small_int(SLOT(judge, judge_slots[J_LAST_SEQUENCE]), &r->last_sequence) ||
+        !small_int(SLOT(judge, judge_slots[J_KEEP_CALLS]), &r->keep))
+        return 0;
+    long long tokens;
+    if (__builtin_add_overflow(r->tokens, r->input_tokens, &tokens) ||
+        __builtin_add_overflow(tokens, r->output_tokens, &tokens) || tokens >= LIMIT || tokens <= -LIMIT)
+        return 0;
+    PyObject *cost_total = SLOT(totals, totals_slots[TOT_COST_USD]);
+    if (cost_total == NULL || !PyFloat_CheckExact(cost_total))
+        return 0;
+    PyObject *last = SLOT(judge, judge_slots[J_LAST]), *labels = SLOT(judge, judge_slots[J_LABELS]);
+    if (last == NULL || (last != Py_None && !PyTuple_CheckExact(last)) || labels == NULL ||
+        (labels != Py_None && !PyDict_CheckExact(labels)))
+        return 0;
+    PyObject *policy = SLOT(judge, judge_slots[J_POLICY]);
+    if (policy == NULL)
+        return 0;
+    if (r->tool) { /* remember_call's containers: the stand-ins, or what it made */
+        PyObject *digests = SLOT(totals, totals_slots[TOT_DIGESTS]);
+        PyObject *sequences = SLOT(totals, totals_slots[TOT_SEQUENCES]);
+        PyObject *names = SLOT(totals, totals_slots[TOT_NAMES]);
+        if (digests == NULL || sequences == NULL || names == NULL)
+            return 0;
+        if (digests != no_words &&
+            (!Py_IS_TYPE(digests, array_type) || !Py_IS_TYPE(sequences, array_type) || !PyList_CheckExact(names)))
+            return 0;
+    }
+    return 1;
+}
+
+/* SessionTotals.remember_call. */
+static int
+remember_call(PyObject *totals, PyObject *step, const Reading *r)
+{
+    PyObject *digests = SLOT(totals, totals_slots[TOT_DIGESTS]);
+    if (digests == no_words) {
+        if (set_slot(totals, totals_slots[TOT_DIGESTS], new_words()) < 0 ||
+            set_slot(totals, totals_slots[TOT_SEQUENCES], new_words()) < 0 ||
+            set_slot(totals, totals_slots[TOT_NAMES], PyList_New(0)) < 0)
+            return -1;
+    }
+    digests = SLOT(totals, totals_slots[TOT_DIGESTS]);
+    PyObject *sequences = SLOT(totals, totals_slots[TOT_SEQUENCES]), *names = SLOT(totals, totals_slots[TOT_NAMES]);
+    Py_INCREF(digests); /* a callback below may replace the slots: hold what is written */
+    Py_INCREF(sequences);
+    Py_INCREF(names);
+    int result = -1;
+    Py_hash_t digest = no_call;
+    PyObject *args_fp = SLOT(step, step_slots[S_ARGS_FP]);
+    if (args_fp != Py_None) { /* probes.call_digest */
+        PyObject *call = PyTuple_Pack(3, args_fp, SLOT(step, step_slots[S_RESULT_FP]), SLOT(step, step_slots[S_FAILED]));
+        if (call == NULL)
+            goto done;
+        digest = PyObject_Hash(call);
+        Py_DECREF(call);
+        if (digest == -1)
+            goto done;
+    }
+    if (append(digests, PyLong_FromSsize_t(digest)) < 0 || append(sequences, PyLong_FromLongLong(r->sequence)) < 0 ||
+        append(names, Py_NewRef(SLOT(step, step_slots[S_NAME]))) < 0)
+        goto done;
+    Py_ssize_t kept = PyObject_Length(digests);
+    if (kept < 0)
+        goto done;
+    if (kept > r->keep && (PySequence_DelItem(digests, 0) < 0 || PySequence_DelItem(sequences, 0) < 0))
+        goto done;
+    Py_ssize_t named = PyObject_Length(names);
+    if (named < 0 || (named > longest_cycle && PySequence_DelItem(names, 0) < 0))
+        goto done;
+    result = 0;
+done:
+    Py_DECREF(digests);
+    Py_DECREF(sequences);
+    Py_DECREF(names);
+    return result;
+}
+
+/* SessionJudge._account, in the same order (the price table is called back where it is). */
+static int
+account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
+{
+    if (!r->totals_start_ns && r->start_ns && set_int(totals, totals_slots[TOT_START_NS], r->start_ns) < 0)
+        return -1;
+    if (r->end_ns > r->last_end_ns && set_int(judge, judge_slots[J_LAST_END_NS], r->end_ns) < 0)
+        return -1;
+    if (r->sequence > r->last_sequence && set_int(judge, judge_slots[J_LAST_SEQUENCE], r->sequence) < 0)
+        return -1;
+    if (set_int(totals, totals_slots[TOT_TOKENS], r->tokens + r->input_tokens + r->output_tokens) < 0)
+        return -1;
+    PyObject *cost_total = SLOT(totals, totals_slots[TOT_COST_USD]);
+    if (r->has_cost) {
+        if (set_slot(totals, totals_slots[TOT_COST_USD], PyFloat_FromDouble(PyFloat_AS_DOUBLE(cost_total) + r->cost)) < 0)
+            return -1;
+    }
+    else if (!r->tool) {
+        PyObject *prices = PyObject_GetAttr(SLOT(judge, judge_slots[J_POLICY]), s_prices);
+        if (prices == NULL)
+            return -1;
+        PyObject *args[] = {prices, SLOT(step, step_slots[S_MODEL]), SLOT(step, step_slots[S_INPUT_TOKENS]),
+                            SLOT(step, step_slots[S_OUTPUT_TOKENS])};
+        PyObject *priced = PyObject_VectorcallMethod(s_cost, args, 4, NULL);
+        Py_DECREF(prices);
+        if (priced == NULL)
+            return -1;
+        cost_total = Py_XNewRef(SLOT(totals, totals_slots[TOT_COST_USD])); /* read again: the price table ran */
+        if (cost_total == NULL) {
+            Py_DECREF(priced);
+            PyErr_SetString(PyExc_AttributeError, "cost_usd");
+            return -1;
+        }
+        PyObject *sum = PyNumber_InPlaceAdd(cost_total, priced);
+        Py_DECREF(priced);
+        Py_DECREF(cost_total);
+        if (set_slot(totals, totals_slots[TOT_COST_USD], sum) < 0)
+            return -1;
+    }
+    if (r->tool) {
+        if (remember_call(totals, step, r) < 0 || set_int(totals, totals_slots[TOT_STEPS], r->steps + 1) < 0 ||
+            set_int(totals, totals_slots[TOT_OPEN_CALLS], r->open_calls - 1 > 0 ? r->open_calls - 1 : 0) < 0)
+            return -1;
+        if (!r->failed && SLOT(step, step_slots[S_EMPTY]) == Py_False &&
+            set_slot(totals, totals_slots[TOT_PARTIAL], Py_NewRef(Py_True)) < 0)
+            return -1;
+        if (!r->failed) {
+            PyObject *effect = SLOT(step, step_slots[S_EFFECT]);
+            if (effect != Py_None && PyUnicode_Compare(effect, write_effect) == 0 &&
+                set_slot(totals, totals_slots[TOT_WROTE], Py_NewRef(Py_True)) < 0)
+                return -1;
+            PyObject *finish_tool = PyObject_GetAttr(SLOT(judge, judge_slots[J_POLICY]), s_finish_tool);
+            if (finish_tool == NULL)
+                return -1;
+            int finished = PyObject_RichCompareBool(SLOT(step, step_slots[S_NAME]), finish_tool, Py_EQ);
+            Py_DECREF(finish_tool);
+            if (finished < 0 || (finished && set_slot(totals, totals_slots[TOT_FINISHED], Py_NewRef(Py_True)) < 0))
+                return -1;
+        }
+    }
+    else {
+        if (set_int(totals, totals_slots[TOT_MODEL_CALLS], r->model_calls + 1) < 0 ||
+            set_int(totals, totals_slots[TOT_OPEN_CALLS], r->tool_calls) < 0)
+            return -1;
+        if (r->final && (set_int(totals, totals_slots[TOT_STEPS], r->steps + 1) < 0 ||
+                         set_slot(totals, totals_slots[TOT_FINAL], Py_NewRef(Py_True)) < 0))
+            return -1;
+    }
+    PyObject *last = SLOT(judge, judge_slots[J_LAST]);
+    if (last != Py_None) { /* the last actions: one exact-size tuple */
+        Py_ssize_t size = PyTuple_GET_SIZE(last), dropped = size + 4 > last_actions ? 4 : 0;
+        PyObject *longer = PyTuple_New(size + 4 - dropped);
+        if (longer == NULL)
+            return -1;
+        for (Py_ssize_t at = dropped; at < size; at++)
+            PyTuple_SET_ITEM(longer, at - dropped, Py_NewRef(PyTuple_GET_ITEM(last, at)));
+        PyObject *action[] = {SLOT(step, step_slots[S_SEQUENCE]), SLOT(step, step_slots[S_KIND]),
+                              SLOT(step, step_slots[S_NAME]), SLOT(step, step_slots[S_FAILED])};
+        for (int item = 0; item < 4; item++)
+            PyTuple_SET_ITEM(longer, size - dropped + item, Py_NewRef(action[item]));
+        set_slot(judge, judge_slots[J_LAST], longer);
+    }
+    PyObject *label = SLOT(step, step_slots[S_LABEL]);
+    if (label != Py_None) {
+        PyObject *labels = SLOT(judge, judge_slots[J_LABELS]);
+        if (labels == Py_None) {
+            if (set_slot(judge, judge_slots[J_LABELS], PyDict_New()) < 0)
+                return -1;
+            labels = SLOT(judge, judge_slots[J_LABELS]);
+        }
+        if (PyDict_SetItem(labels, SLOT(step, step_slots[S_SEQUENCE]), label) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* --- the probes' quiet passes --------------------------------------------------------------- */
+
+/* Each returns 1 when the probe raises nothing on this step (having updated what it remembers, as
+ * its observe() would), 0 when its observe() must run, -1 on an error. */
+
+static long long
+fired(PyObject *totals)
+{
+    long long bits;
+    return small_int(SLOT(totals, totals_slots[TOT_FIRED]), &bits) ? bits : -1;
+}
+
+/* An int setting of a probe (a threshold, a window), or -1 when it is anything else. */
+static long long
+setting(PyObject *probe, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(probe, name);
+    long long number;
+    int found = small_int(value, &number);
+    Py_XDECREF(value);
+    PyErr_Clear();
+    return found && number >= 0 ? number : -1;
+}
+
+static int
+quiet_tool_loop(PyObject *probe, PyObject *totals)
+{
+    long long threshold = setting(probe, s_threshold);
+    Py_buffer view;
+    Py_ssize_t length;
+    const long long *calls = words(SLOT(totals, totals_slots[TOT_DIGESTS]), &length, &view);
+    if (calls == NULL)
+        return 0;
+    if (threshold < 0) {
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    int quiet = 0;
+    if (length > 0) {
+        long long key = calls[length - 1];
+        Py_ssize_t same = 0;
+        for (Py_ssize_t at = 0; at < length; at++)
+            same += calls[at] == key;
+        quiet = key == no_call || same < threshold; /* fewer among all the calls kept than the window needs */
+    }
+    PyBuffer_Release(&view);
+    return quiet;
+}
+
+/* cycle._primitive: whether the block is no shorter block repeated. */
+static int
+primitive(const long long *block, Py_ssize_t size)
+{
+    for (Py_ssize_t shorter = 1; shorter < size; shorter++) {
+        if (size % shorter)
+            continue;
+        Py_ssize_t at = 0;
+        while (at < size && block[at] == block[at % shorter])
+            at++;
+        if (at == size)
+            return 0;
+    }
+    return 1;
+}
+
+static int
+quiet_cycle(PyObject *probe, PyObject *totals)
+{
+    long long repeats = setting(probe, s_repeats);
+    if (repeats <= 1 || repeats > LIMIT / longest_cycle)
+        return 0;
+    Py_buffer view;
+    Py_ssize_t length;
+    const long long *calls = words(SLOT(totals, totals_slots[TOT_DIGESTS]), &length, &view);
+    if (calls == NULL)
+        return 0;
+    int quiet = 1;
+    /* cycle._repeats_a_recent_call: the last call one period (2 to longest_cycle) back */
+    int recent = 0;
+    if (length > 2 && calls[length - 1] != no_call) {
+        Py_ssize_t from = length - longest_cycle - 1 > 0 ? length - longest_cycle - 1 : 0;
+        for (Py_ssize_t at = from; at < length - 2; at++)
+            recent |= calls[at] == calls[length - 1];
+    }
+    /* Each period's run (cycle._run); one long enough, of a primitive block, raises the alert. */
+    for (Py_ssize_t period = 2; recent && quiet && period <= longest_cycle; period++) {
+        long long enough = period * (repeats - 1), run = 0;
+        Py_ssize_t at = length - 1;
+        while (run < enough && at - period >= 0 && calls[at] != no_call && calls[at] == calls[at - period]) {
+            run++;
+            at--;
+        }
+        if (run >= enough && primitive(calls + length - period, period))
+            quiet = 0;
+    }
+    PyBuffer_Release(&view);
+    return quiet;
+}
+
+/* The run's length (0 for None), or -1 when it is no array of ours. */
+static Py_ssize_t
+run_length(PyObject *run)
+{
+    if (run == Py_None)
+        return 0;
+    if (run == NULL || !Py_IS_TYPE(run, array_type))
+        return -1;
+    return Py_SIZE(run); /* an array's length */
+}
+
+/* Empty a run (`del run[:]`) when it holds anything. */
+static int
+clear_run(PyObject *run)
+{
+    if (run == Py_None)
+        return 0;
+    Py_ssize_t length = PyObject_Length(run);
+    return length <= 0 ? (int)length : PySequence_DelSlice(run, 0, length);
+}
+
+/* Add the step to a run (made if None) that stays below the threshold. */
+static int
+extend_run(PyObject *totals, Py_ssize_t slot, const Reading *r)
+{
+    if (SLOT(totals, slot) == Py_None && set_slot(totals, slot, new_words()) < 0)
+        return -1;
+    return append(SLOT(totals, slot), PyLong_FromLongLong(r->sequence));
+}
+
+static int
+quiet_no_progress(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+{
+    PyObject *state = SLOT(step, step_slots[S_RESULT_FP]);
+    if (state == Py_None && !r->failed)
+        return 1; /* the result is unknown: no verdict either way */
+    long long threshold = setting(probe, s_threshold);
+    PyObject *seen = SLOT(totals, totals_slots[TOT_STATES_SEEN]);
+    Py_ssize_t run = run_length(SLOT(totals, totals_slots[TOT_NO_PROGRESS_RUN]));
+    if (threshold < 0 || run < 0 || seen == NULL || (seen != Py_None && !PyByteArray_CheckExact(seen)))
+        return 0;
+    if (!r->failed) { /* a known state: new, or seen before */
+        Py_hash_t digest = PyObject_Hash(state);
+        if (digest == -1)
+            return -1;
+        long long word = digest;
+        int held = 0;
+        if (seen != Py_None) {
+            const char *bytes = PyByteArray_AS_STRING(seen);
+            Py_ssize_t count = PyByteArray_GET_SIZE(seen) / (Py_ssize_t)sizeof word;
+            for (Py_ssize_t at = 0; at < count && !held; at++)
+                held = memcmp(bytes + at * sizeof word, &word, sizeof word) == 0;
+        }
+        if (!held) {
+            if (seen == Py_None) {
+                if (set_slot(totals, totals_slots[TOT_STATES_SEEN], PyByteArray_FromStringAndSize(NULL, 0)) < 0)
+                    return -1;
+                seen = SLOT(totals, totals_slots[TOT_STATES_SEEN]);
+            }
+            Py_ssize_t size = PyByteArray_GET_SIZE(seen);
+            if (PyByteArray_Resize(seen, size + (Py_ssize_t)sizeof word) < 0)
+                return -1;
+            memcpy(PyByteArray_AS_STRING(seen) + size, &word, sizeof word);
+            if (size + (Py_ssize_t)sizeof word > max_states * (Py_ssize_t)sizeof word &&
+                PySequence_DelSlice(seen, 0, sizeof word) < 0)
+                return -1;
+            return clear_run(SLOT(totals, totals_slots[TOT_NO_PROGRESS_RUN])) < 0 ? -1 : 1;
+        }
+    }
+    if (run + 1 >= threshold)
+        return 0; /* the run reaches the threshold: the probe raises its alert */
+    return extend_run(totals, totals_slots[TOT_NO_PROGRESS_RUN], r) < 0 ? -1 : 1;
+}
+
+static int
+quiet_error_streak(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+{
+    PyObject *empty = SLOT(step, step_slots[S_EMPTY]);
+    if (!r->failed && empty == Py_None)
+        return 1;
+    long long threshold = setting(probe, s_threshold), failures;
+    Py_ssize_t streak = run_length(SLOT(totals, totals_slots[TOT_ERROR_RUN]));
+    if (threshold < 0 || streak < 0 || !small_int(SLOT(totals, totals_slots[TOT_ERROR_FAILURES]), &failures))
+        return 0;
+    if (!r->failed && empty == Py_False) { /* a useful result ends the streak */
+        if (clear_run(SLOT(totals, totals_slots[TOT_ERROR_RUN])) < 0)
+            return -1;
+        return set_int(totals, totals_slots[TOT_ERROR_FAILURES], 0) < 0 ? -1 : 1;
+    }
+    if (streak + 1 >= threshold)
+        return 0;
+    if (extend_run(totals, totals_slots[TOT_ERROR_RUN], r) < 0)
+        return -1;
+    return set_int(totals, totals_slots[TOT_ERROR_FAILURES], failures + (r->failed ? 1 : 0)) < 0 ? -1 : 1;
+}
+
+static int
+quiet_budget(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+{
+    PyObject *limits = PyObject_GetAttr(probe, s_limits);
+    if (limits == NULL || !PyTuple_CheckExact(limits)) {
+        Py_XDECREF(limits);
+        PyErr_Clear();
+        return 0;
+    }
+    int quiet = 1;
+    long long bits = fired(totals);
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(limits) && quiet == 1; at++) {
+        PyObject *limit = PyTuple_GET_ITEM(limits, at);
+        long long bit;
+        if (!PyTuple_CheckExact(limit) || PyTuple_GET_SIZE(limit) != 4 || bits < 0 ||
+            !small_int(PyTuple_GET_ITEM(limit, 3), &bit)) {
+            quiet = 0;
+            break;
+        }
+        if (bits & bit)
+            continue;
+        PyObject *total = PyTuple_GET_ITEM(limit, 1), *used;
+        if (total == Py_None) { /* the wall time, from the span timestamps */
+            long long start;
+            if (!small_int(SLOT(totals, totals_slots[TOT_START_NS]), &start)) {
+                quiet = 0;
+                break;
+            }
+            long long spent = r->end_ns - start;
+            used = PyFloat_FromDouble(start ? (double)(spent > 0 ? spent : 0) / 1e9 : 0.0);
+        }
+        else
+            used = PyObject_GetAttr(totals, total);
+        int over = used == NULL ? -1 : PyObject_RichCompareBool(used, PyTuple_GET_ITEM(limit, 2), Py_GT);
+        Py_XDECREF(used);
+        if (over != 0) {
+            PyErr_Clear(); /* (an error: the probe's observe meets it again, and is disabled) */
+            quiet = 0;
+        }
+    }
+    Py_DECREF(limits);
+    return quiet;
+}
+
+/* The probe's quiet pass: 1, 0 or -1 as above. */
+static int
+quiet(int which, PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+{
+    if (which == BUDGET)
+        return quiet_budget(probe, totals, step, r);
+    long long bits = fired(totals);
+    if (bits < 0)
+        return 0;
+    if (bits & fired_bits[which])
+        return 1; /* raised once already */
+    switch (which) {
+    case FAKE_COMPLETION:
+        return !r->final;
+    case OUTPUT_REPETITION:
+        return r->tool || SLOT(step, step_slots[S_OUTPUT_REPETITION]) == Py_None;
+    case TOOL_LOOP:
+        return !r->tool || quiet_tool_loop(probe, totals);
+    case CYCLE:
+        return !r->tool || quiet_cycle(probe, totals);
+    case NO_PROGRESS:
+        return !r->tool || quiet_no_progress(probe, totals, step, r);
+    default: /* ERROR_STREAK */
+        return !r->tool || quiet_error_streak(probe, totals, step, r);
+    }
+}
+
+/* --- observe -------------------------------------------------------------------------------- */
+
+static int
+add_alerts(PyObject *raised, PyObject *found)
+{
+    Py_ssize_t end = PyList_GET_SIZE(raised);
+    return PyList_SetSlice(raised, end, end, found);
+}
+
+/* observe(judge, step): SessionJudge.observe's alerts, or None to run it. */
+static PyObject *
+observe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "observe() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *judge = args[0], *step = args[1];
+    if (judge_type == NULL || !Py_IS_TYPE(judge, judge_type) || !Py_IS_TYPE(step, step_type))
+        Py_RETURN_NONE;
+    PyObject *totals = SLOT(judge, judge_slots[J_TOTALS]), *by_kind = SLOT(judge, judge_slots[J_BY_KIND]);
+    if (totals == NULL || !Py_IS_TYPE(totals, totals_type) || SLOT(judge, judge_slots[J_OWN]) != Py_None ||
+        by_kind == NULL || !PyDict_CheckExact(by_kind))
+        Py_RETURN_NONE;
+    Reading reading;
+    if (!readable(judge, totals, step, &reading))
+        Py_RETURN_NONE;
+    PyObject *probes = PyDict_GetItemWithError(by_kind, SLOT(step, step_slots[S_KIND])); /* borrowed */
+    if (probes == NULL || !PyTuple_CheckExact(probes)) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    int which[64];
+    Py_ssize_t count = PyTuple_GET_SIZE(probes);
+    if (count > 64)
+        Py_RETURN_NONE;
+    for (Py_ssize_t at = 0; at < count; at++) {
+        PyObject *kind = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(probes, at));
+        which[at] = 0;
+        while (which[at] < PROBES && probe_types[which[at]] != kind)
+            which[at]++;
+        if (which[at] == PROBES)
+            Py_RETURN_NONE; /* a probe of the user's: Python hands it the step */
+    }
+
+    /* Decided: from here on, the Python method's order. */
+    Py_INCREF(totals); /* held while callbacks run */
+    Py_INCREF(probes);
+    PyObject *raised = NULL;
+    if (account(judge, totals, step, &reading) < 0 || (raised = PyList_New(0)) == NULL)
+        goto error;
+    /* A failing probe's observe() makes the judge's own list without it; this loop, as the Python
+     * method's, goes on with the probes it started with. */
+    for (Py_ssize_t at = 0; at < count; at++) {
+        PyObject *probe = PyTuple_GET_ITEM(probes, at);
+        int done = quiet(which[at], probe, totals, step, &reading);
+        if (done < 0)
+            goto error;
+        if (done)
+            continue;
+        PyObject *found = PyObject_CallMethodObjArgs(judge, s_observe_one, probe, step, NULL);
+        if (found == NULL)
+            goto error;
+        int any = PyObject_IsTrue(found);
+        if (any < 0 || (any && add_alerts(raised, found) < 0)) {
+            Py_DECREF(found);
+            goto error;
+        }
+        Py_DECREF(found);
+    }
+    if (PyList_GET_SIZE(raised)) { /* the judge's alerts, made at the first */
+        PyObject *alerts = SLOT(judge, judge_slots[J_ALERTS]);
+        if (alerts == NULL || alerts == Py_None) {
+            if (set_slot(judge, judge_slots[J_ALERTS], PyList_New(0)) < 0)
+                goto error;
+            alerts = SLOT(judge, judge_slots[J_ALERTS]);
+        }
+        PyObject *extended = PyList_CheckExact(alerts) ? (add_alerts(alerts, raised) < 0 ? NULL : Py_NewRef(Py_None))
+                                                       : PyObject_CallMethod(alerts, "extend", "O", raised);
+        if (extended == NULL)
+            goto error;
+        Py_DECREF(extended);
+    }
+    Py_DECREF(totals);
+    Py_DECREF(probes);
+    return raised;
+error:
+    Py_XDECREF(raised);
+    Py_DECREF(totals);
+    Py_DECREF(probes);
+    return NULL;
+}
+
+/* --- configure ------------------------------------------------------------------------------ */
+
+static PyObject *
+refuse(const char *what)
+{
+    PyErr_Format(PyExc_TypeError, "configure: %s", what);
+    return NULL;
+}
+
+static int
+find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
+{
+    if (!slots_only(type))
+        return -1;
+    for (int at = 0; at < count; at++)
+        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
+            return -1;
+    return 0;
+}
+
+/* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words, no_names,
+ *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call): what the
+ * Python judge and probes read from their modules, checked, and set once. */
+static PyObject *
+configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "configure() takes 15 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t found_judge[JUDGE_SLOTS], found_totals[TOTALS_SLOTS], found_step[STEP_SLOTS];
+    if (find_slots(args[0], judge_slot_names, JUDGE_SLOTS, found_judge) < 0 ||
+        find_slots(args[1], totals_slot_names, TOTALS_SLOTS, found_totals) < 0 ||
+        find_slots(args[2], step_slot_names, STEP_SLOTS, found_step) < 0)
+        return refuse("the judge, its totals and the step must be classes of slots only, with the slots read");
+    for (int at = 3; at < 6; at++)
+        if (!PyUnicode_CheckExact(args[at]))
+            return refuse("the step kinds and the write effect must be str");
+    if (!PyType_Check(args[6]) || !PyList_CheckExact(args[8]))
+        return refuse("array_type must be a class, no_names a list");
+    PyObject *types = args[9], *bits = args[10];
+    if (!PyTuple_CheckExact(types) || PyTuple_GET_SIZE(types) != PROBES || !PyTuple_CheckExact(bits) ||
+        PyTuple_GET_SIZE(bits) != BUDGET)
+        return refuse("probe_types must name the seven built-in probes, fired_bits the bits of the first six");
+    long long found_bits[BUDGET], numbers[4];
+    for (int at = 0; at < PROBES; at++)
+        if (!PyType_Check(PyTuple_GET_ITEM(types, at)))
+            return refuse("probe_types must be classes");
+    for (int at = 0; at < BUDGET; at++)
+        if (!small_int(PyTuple_GET_ITEM(bits, at), &found_bits[at]) || found_bits[at] <= 0)
+            return refuse("fired_bits must be positive ints");
+    for (int at = 0; at < 4; at++)
+        if (!small_int(args[11 + at], &numbers[at]))
+            return refuse("last_actions, longest_cycle, max_states and no_call must be ints");
+    if (!Py_IS_TYPE(args[7], (PyTypeObject *)args[6]))
+        return refuse("no_words must be an array_type");
+    if (judge_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure: the judge pass is configured once");
+        return NULL;
+    }
+    judge_type = (PyTypeObject *)Py_NewRef(args[0]);
+    totals_type = (PyTypeObject *)Py_NewRef(args[1]);
+    step_type = (PyTypeObject *)Py_NewRef(args[2]);
+    memcpy(judge_slots, found_judge, sizeof judge_slots);
+    memcpy(totals_slots, found_totals, sizeof totals_slots);
+    memcpy(step_slots, found_step, sizeof step_slots);
+    tool_kind = Py_NewRef(args[3]);
+    model_kind = Py_NewRef(args[4]);
+    write_effect = Py_NewRef(args[5]);
+    array_type = (PyTypeObject *)Py_NewRef(args[6]);
+    no_words = Py_NewRef(args[7]);
+    no_names = Py_NewRef(args[8]);
+    for (int at = 0; at < PROBES; at++)
+        probe_types[at] = Py_NewRef(PyTuple_GET_ITEM(types, at));
+    memcpy(fired_bits, found_bits, sizeof fired_bits);
+    last_actions = (Py_ssize_t)numbers[0];
+    longest_cycle = (Py_ssize_t)numbers[1];
+    max_states = (Py_ssize_t)numbers[2];
+    no_call = (Py_ssize_t)numbers[3];
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "Set what the pass reads from the judge's modules; once."},
+    {"observe", (PyCFunction)(void (*)(void))observe, METH_FASTCALL,
+     "SessionJudge.observe's alerts, or None to run it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "otel_agentguard._judge_pass",
+    "The judge's pass over one step, compiled (optional).", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__judge_pass(void)
+{
+#ifdef Py_GIL_DISABLED
+    /* The judge's callers serialise a session's steps; its state is set once and read without
+     * locks, which the GIL makes safe: the free-threaded build runs the Python method. */
+    PyErr_SetString(PyExc_ImportError, "the judge pass is built for a Python with a GIL");
+    return NULL;
+#endif
+    if ((s_observe_one = PyUnicode_InternFromString("_observe_one")) == NULL ||
+        (s_append = PyUnicode_InternFromString("append")) == NULL ||
+        (s_cost = PyUnicode_InternFromString("cost")) == NULL ||
+        (s_prices = PyUnicode_InternFromString("prices")) == NULL ||
+        (s_finish_tool = PyUnicode_InternFromString("finish_tool")) == NULL ||
+        (s_threshold = PyUnicode_InternFromString("_threshold")) == NULL ||
+        (s_repeats = PyUnicode_InternFromString("_repeats")) == NULL ||
+        (s_limits = PyUnicode_InternFromString("_limits")) == NULL ||
+        (s_q = PyUnicode_InternFromString("q")) == NULL)
+        return NULL;
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,46 @@
+/* Reading and writing the slots of the package's own classes from its compiled modules.
+ *
+ * A class of __slots__ keeps each field at a fixed offset in its instances, which the field's
+ * member descriptor holds. A module that reads or writes such a field finds that offset once,
+ * when it is configured, and refuses a field that is anything but a plain object slot of the
+ * class itself (a property, a field of a base class, a read-only member).
+ */
+#ifndef OTEL_AGENTGUARD_SLOTS_H
+#define OTEL_AGENTGUARD_SLOTS_H
+
+#include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the kind of a slot */
+
+/* The object in the slot at `offset` (a borrowed reference; NULL while the slot is unset). */
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* The offset of the slot `name` of `type`, checked to be a plain writable object slot of the
+ * class itself; -1 if not. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
+    if (descriptor == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type) && ((PyDescrObject *)descriptor)->d_type == type) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            offset = member->offset;
+    }
+    Py_DECREF(descriptor); /* the class's dict holds it */
+    return offset;
+}
+
+/* Whether `type` is a class of slots only whose instances object.__new__ makes: its fields are
+ * where their descriptors say. */
+static int
+slots_only(PyObject *type)
+{
+    return PyType_Check(type) && PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_HEAPTYPE) &&
+           ((PyTypeObject *)type)->tp_dictoffset == 0 && ((PyTypeObject *)type)->tp_new == PyBaseObject_Type.tp_new;
+}
+
+#endif
