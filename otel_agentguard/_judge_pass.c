@@ -2,10 +2,11 @@
  *
  * judge.SessionJudge.observe accounts for a step in the session's totals, then hands it to each
  * probe that reads its kind of step. observe() here does the same for the usual judge: the
- * built-in probes, shared and none of them disabled in this session, and steps of the types the
- * step readers make. It first checks every value the accounting reads and returns None, before
- * changing anything, when one is of another type or past 2**62: the caller then runs the Python
- * method, the reference.
+ * built-in probes, shared and none of them disabled in this session, the package's own policy and
+ * price table (so no code of the user's runs while the totals are half-updated), and steps of the
+ * types the step readers make. It first checks every value the accounting reads and returns None,
+ * before changing anything, when one is of another type or past 2**62: the caller then runs the
+ * Python method, the reference.
  *
  * The accounting is the Python method's, statement for statement, with the price table called
  * back where the Python method calls it. A probe's pass is done here where it raises nothing,
@@ -55,7 +56,7 @@ static const char *const step_slot_names[STEP_SLOTS] = {
 enum { FAKE_COMPLETION, OUTPUT_REPETITION, TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_STREAK, BUDGET, PROBES };
 
 /* Set once by configure() and never changed. */
-static PyTypeObject *judge_type, *totals_type, *step_type, *array_type;
+static PyTypeObject *judge_type, *totals_type, *step_type, *array_type, *policy_type, *price_table_type;
 static Py_ssize_t judge_slots[JUDGE_SLOTS], totals_slots[TOTALS_SLOTS], step_slots[STEP_SLOTS];
 static PyObject *tool_kind, *model_kind, *write_effect;
 static PyObject *no_words, *no_names;  /* probes._NO_WORDS, _NO_NAMES: a session's first tool step replaces them */
@@ -63,7 +64,7 @@ static PyObject *probe_types[PROBES];
 static long long fired_bits[BUDGET];   /* probes.*_FIRED of each probe but the budgets (theirs are in _limits) */
 static Py_ssize_t last_actions;        /* the judge's _last holds this many items at most */
 static Py_ssize_t longest_cycle, max_states, no_call;
-static PyObject *s_observe_one, *s_append, *s_cost, *s_prices, *s_finish_tool, *s_threshold,
+static PyObject *s_observe_one, *s_probe_failed, *s_append, *s_cost, *s_prices, *s_finish_tool, *s_threshold,
     *s_repeats, *s_limits, *s_q;
 
 #define LIMIT (1LL << 62) /* values past it are left to Python: sums of two stay within 64 bits */
@@ -147,6 +148,7 @@ new_words(void)
 
 /* What the accounting reads, checked before anything is changed. */
 typedef struct {
+    PyObject *prices, *finish_tool; /* the policy's (new references, released by observe) */
     long long sequence, start_ns, end_ns, input_tokens, output_tokens, tool_calls;
     long long totals_start_ns, steps, tokens, model_calls, open_calls, last_end_ns, last_sequence, keep;
     int tool, failed, final, has_cost;
@@ -187,8 +189,7 @@ readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
     r->cost = r->has_cost ? PyFloat_AS_DOUBLE(cost) : 0.0;
     if (!none_or_text(SLOT(step, step_slots[S_ARGS_FP])) || !none_or_text(SLOT(step, step_slots[S_RESULT_FP])) ||
         !none_or_text(SLOT(step, step_slots[S_EFFECT])) || SLOT(step, step_slots[S_NAME]) == NULL ||
-        !PyUnicode_CheckExact(SLOT(step, step_slots[S_NAME])) || SLOT(step, step_slots[S_LABEL]) == NULL ||
-        SLOT(step, step_slots[S_MODEL]) == NULL || SLOT(step, step_slots[S_OUTPUT_REPETITION]) == NULL)
+        !PyUnicode_CheckExact(SLOT(step, step_slots[S_NAME])) || SLOT(step, step_slots[S_LABEL]) == NULL)
         return 0;
 
     if (!small_int(SLOT(totals, totals_slots[TOT_START_NS]), &r->totals_start_ns) ||
@@ -211,9 +212,18 @@ readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
     if (last == NULL || (last != Py_None && !PyTuple_CheckExact(last)) || labels == NULL ||
         (labels != Py_None && !PyDict_CheckExact(labels)))
         return 0;
-    PyObject *policy = SLOT(judge, judge_slots[J_POLICY]);
-    if (policy == NULL)
+    /* The policy's own price table and a plain finish tool: no code of the user's runs while the
+     * judge is half-updated. */
+    PyObject *policy = SLOT(judge, judge_slots[J_POLICY]), *model = SLOT(step, step_slots[S_MODEL]);
+    if (policy == NULL || !Py_IS_TYPE(policy, policy_type) || model == NULL || !none_or_text(model))
         return 0;
+    r->prices = PyObject_GetAttr(policy, s_prices);
+    r->finish_tool = PyObject_GetAttr(policy, s_finish_tool);
+    if (r->prices == NULL || r->finish_tool == NULL || !Py_IS_TYPE(r->prices, price_table_type) ||
+        !none_or_text(r->finish_tool)) {
+        PyErr_Clear();
+        return 0;
+    }
     if (r->tool) { /* remember_call's containers: the stand-ins, or what it made */
         PyObject *digests = SLOT(totals, totals_slots[TOT_DIGESTS]);
         PyObject *sequences = SLOT(totals, totals_slots[TOT_SEQUENCES]);
@@ -292,26 +302,16 @@ account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
             return -1;
     }
     else if (!r->tool) {
-        PyObject *prices = PyObject_GetAttr(SLOT(judge, judge_slots[J_POLICY]), s_prices);
-        if (prices == NULL)
-            return -1;
-        PyObject *args[] = {prices, SLOT(step, step_slots[S_MODEL]), SLOT(step, step_slots[S_INPUT_TOKENS]),
+        PyObject *args[] = {r->prices, SLOT(step, step_slots[S_MODEL]), SLOT(step, step_slots[S_INPUT_TOKENS]),
                             SLOT(step, step_slots[S_OUTPUT_TOKENS])};
         PyObject *priced = PyObject_VectorcallMethod(s_cost, args, 4, NULL);
-        Py_DECREF(prices);
         if (priced == NULL)
             return -1;
-        cost_total = Py_XNewRef(SLOT(totals, totals_slots[TOT_COST_USD])); /* read again: the price table ran */
-        if (cost_total == NULL) {
+        if (set_slot(totals, totals_slots[TOT_COST_USD], PyNumber_InPlaceAdd(cost_total, priced)) < 0) {
             Py_DECREF(priced);
-            PyErr_SetString(PyExc_AttributeError, "cost_usd");
             return -1;
         }
-        PyObject *sum = PyNumber_InPlaceAdd(cost_total, priced);
         Py_DECREF(priced);
-        Py_DECREF(cost_total);
-        if (set_slot(totals, totals_slots[TOT_COST_USD], sum) < 0)
-            return -1;
     }
     if (r->tool) {
         if (remember_call(totals, step, r) < 0 || set_int(totals, totals_slots[TOT_STEPS], r->steps + 1) < 0 ||
@@ -325,11 +325,7 @@ account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
             if (effect != Py_None && PyUnicode_Compare(effect, write_effect) == 0 &&
                 set_slot(totals, totals_slots[TOT_WROTE], Py_NewRef(Py_True)) < 0)
                 return -1;
-            PyObject *finish_tool = PyObject_GetAttr(SLOT(judge, judge_slots[J_POLICY]), s_finish_tool);
-            if (finish_tool == NULL)
-                return -1;
-            int finished = PyObject_RichCompareBool(SLOT(step, step_slots[S_NAME]), finish_tool, Py_EQ);
-            Py_DECREF(finish_tool);
+            int finished = PyObject_RichCompareBool(SLOT(step, step_slots[S_NAME]), r->finish_tool, Py_EQ);
             if (finished < 0 || (finished && set_slot(totals, totals_slots[TOT_FINISHED], Py_NewRef(Py_True)) < 0))
                 return -1;
         }
@@ -373,7 +369,39 @@ account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
 /* --- the probes' quiet passes --------------------------------------------------------------- */
 
 /* Each returns 1 when the probe raises nothing on this step (having updated what it remembers, as
- * its observe() would), 0 when its observe() must run, -1 on an error. */
+ * its observe() would), 0 when its observe() must run, -1 on an error (where observe() would have
+ * raised it, with the same updates made before it).
+ *
+ * A probe before may have run code that changed the step (a claim container's __contains__, say):
+ * what a pass reads of it is read afresh, as the probe reads it, and anything odd is left to it. */
+typedef struct {
+    int tool, failed, final;
+    long long sequence;
+    PyObject *empty, *result_fp, *summary; /* borrowed from the step */
+} Fresh;
+
+static int
+fresh(PyObject *step, Fresh *f)
+{
+    PyObject *kind = SLOT(step, step_slots[S_KIND]), *failed = SLOT(step, step_slots[S_FAILED]);
+    PyObject *final = SLOT(step, step_slots[S_FINAL]);
+    f->empty = SLOT(step, step_slots[S_EMPTY]);
+    f->result_fp = SLOT(step, step_slots[S_RESULT_FP]);
+    f->summary = SLOT(step, step_slots[S_OUTPUT_REPETITION]);
+    if (kind == NULL || !PyUnicode_CheckExact(kind) || !is_bool(failed) || !is_bool(final) || f->summary == NULL ||
+        f->empty == NULL || (f->empty != Py_None && !is_bool(f->empty)) || !none_or_text(f->result_fp) ||
+        !small_int(SLOT(step, step_slots[S_SEQUENCE]), &f->sequence))
+        return 0;
+    if (kind == tool_kind || PyUnicode_Compare(kind, tool_kind) == 0)
+        f->tool = 1;
+    else if (kind == model_kind || PyUnicode_Compare(kind, model_kind) == 0)
+        f->tool = 0;
+    else
+        return 0;
+    f->failed = failed == Py_True;
+    f->final = final == Py_True;
+    return 1;
+}
 
 static long long
 fired(PyObject *totals)
@@ -492,25 +520,25 @@ clear_run(PyObject *run)
 
 /* Add the step to a run (made if None) that stays below the threshold. */
 static int
-extend_run(PyObject *totals, Py_ssize_t slot, const Reading *r)
+extend_run(PyObject *totals, Py_ssize_t slot, const Fresh *f)
 {
     if (SLOT(totals, slot) == Py_None && set_slot(totals, slot, new_words()) < 0)
         return -1;
-    return append(SLOT(totals, slot), PyLong_FromLongLong(r->sequence));
+    return append(SLOT(totals, slot), PyLong_FromLongLong(f->sequence));
 }
 
 static int
-quiet_no_progress(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+quiet_no_progress(PyObject *probe, PyObject *totals, const Fresh *f)
 {
-    PyObject *state = SLOT(step, step_slots[S_RESULT_FP]);
-    if (state == Py_None && !r->failed)
+    PyObject *state = f->result_fp;
+    if (state == Py_None && !f->failed)
         return 1; /* the result is unknown: no verdict either way */
     long long threshold = setting(probe, s_threshold);
     PyObject *seen = SLOT(totals, totals_slots[TOT_STATES_SEEN]);
     Py_ssize_t run = run_length(SLOT(totals, totals_slots[TOT_NO_PROGRESS_RUN]));
     if (threshold < 0 || run < 0 || seen == NULL || (seen != Py_None && !PyByteArray_CheckExact(seen)))
         return 0;
-    if (!r->failed) { /* a known state: new, or seen before */
+    if (!f->failed) { /* a known state: new, or seen before */
         Py_hash_t digest = PyObject_Hash(state);
         if (digest == -1)
             return -1;
@@ -540,33 +568,33 @@ quiet_no_progress(PyObject *probe, PyObject *totals, PyObject *step, const Readi
     }
     if (run + 1 >= threshold)
         return 0; /* the run reaches the threshold: the probe raises its alert */
-    return extend_run(totals, totals_slots[TOT_NO_PROGRESS_RUN], r) < 0 ? -1 : 1;
+    return extend_run(totals, totals_slots[TOT_NO_PROGRESS_RUN], f) < 0 ? -1 : 1;
 }
 
 static int
-quiet_error_streak(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+quiet_error_streak(PyObject *probe, PyObject *totals, const Fresh *f)
 {
-    PyObject *empty = SLOT(step, step_slots[S_EMPTY]);
-    if (!r->failed && empty == Py_None)
+    PyObject *empty = f->empty;
+    if (!f->failed && empty == Py_None)
         return 1;
     long long threshold = setting(probe, s_threshold), failures;
     Py_ssize_t streak = run_length(SLOT(totals, totals_slots[TOT_ERROR_RUN]));
     if (threshold < 0 || streak < 0 || !small_int(SLOT(totals, totals_slots[TOT_ERROR_FAILURES]), &failures))
         return 0;
-    if (!r->failed && empty == Py_False) { /* a useful result ends the streak */
+    if (!f->failed && empty == Py_False) { /* a useful result ends the streak */
         if (clear_run(SLOT(totals, totals_slots[TOT_ERROR_RUN])) < 0)
             return -1;
         return set_int(totals, totals_slots[TOT_ERROR_FAILURES], 0) < 0 ? -1 : 1;
     }
     if (streak + 1 >= threshold)
         return 0;
-    if (extend_run(totals, totals_slots[TOT_ERROR_RUN], r) < 0)
+    if (extend_run(totals, totals_slots[TOT_ERROR_RUN], f) < 0)
         return -1;
-    return set_int(totals, totals_slots[TOT_ERROR_FAILURES], failures + (r->failed ? 1 : 0)) < 0 ? -1 : 1;
+    return set_int(totals, totals_slots[TOT_ERROR_FAILURES], failures + (f->failed ? 1 : 0)) < 0 ? -1 : 1;
 }
 
 static int
-quiet_budget(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+quiet_budget(PyObject *probe, PyObject *totals, PyObject *step)
 {
     PyObject *limits = PyObject_GetAttr(probe, s_limits);
     if (limits == NULL || !PyTuple_CheckExact(limits)) {
@@ -588,12 +616,13 @@ quiet_budget(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r
             continue;
         PyObject *total = PyTuple_GET_ITEM(limit, 1), *used;
         if (total == Py_None) { /* the wall time, from the span timestamps */
-            long long start;
-            if (!small_int(SLOT(totals, totals_slots[TOT_START_NS]), &start)) {
+            long long start, end;
+            if (!small_int(SLOT(totals, totals_slots[TOT_START_NS]), &start) ||
+                !small_int(SLOT(step, step_slots[S_END_NS]), &end)) {
                 quiet = 0;
                 break;
             }
-            long long spent = r->end_ns - start;
+            long long spent = end - start;
             used = PyFloat_FromDouble(start ? (double)(spent > 0 ? spent : 0) / 1e9 : 0.0);
         }
         else
@@ -611,29 +640,54 @@ quiet_budget(PyObject *probe, PyObject *totals, PyObject *step, const Reading *r
 
 /* The probe's quiet pass: 1, 0 or -1 as above. */
 static int
-quiet(int which, PyObject *probe, PyObject *totals, PyObject *step, const Reading *r)
+quiet(int which, PyObject *probe, PyObject *totals, PyObject *step)
 {
     if (which == BUDGET)
-        return quiet_budget(probe, totals, step, r);
+        return quiet_budget(probe, totals, step);
+    Fresh f;
     long long bits = fired(totals);
-    if (bits < 0)
+    if (bits < 0 || !fresh(step, &f))
         return 0;
     if (bits & fired_bits[which])
         return 1; /* raised once already */
     switch (which) {
     case FAKE_COMPLETION:
-        return !r->final;
+        return !f.final;
     case OUTPUT_REPETITION:
-        return r->tool || SLOT(step, step_slots[S_OUTPUT_REPETITION]) == Py_None;
+        return f.tool || f.summary == Py_None;
     case TOOL_LOOP:
-        return !r->tool || quiet_tool_loop(probe, totals);
+        return !f.tool || quiet_tool_loop(probe, totals);
     case CYCLE:
-        return !r->tool || quiet_cycle(probe, totals);
+        return !f.tool || quiet_cycle(probe, totals);
     case NO_PROGRESS:
-        return !r->tool || quiet_no_progress(probe, totals, step, r);
+        return f.tool ? quiet_no_progress(probe, totals, &f) : 1;
     default: /* ERROR_STREAK */
-        return !r->tool || quiet_error_streak(probe, totals, step, r);
+        return f.tool ? quiet_error_streak(probe, totals, &f) : 1;
     }
+}
+
+/* A probe's pass raised an Exception: as SessionJudge.observe's except clause, the probe is
+ * disabled for the session and reported (judge._probe_failed); 0, or -1 for anything else. */
+static int
+probe_failed(PyObject *judge, PyObject *probe)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1; /* an interruption: it goes on up */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *raised = PyErr_GetRaisedException();
+#else
+    PyObject *type, *raised, *traceback;
+    PyErr_Fetch(&type, &raised, &traceback);
+    PyErr_NormalizeException(&type, &raised, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(raised, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+#endif
+    PyObject *done = PyObject_CallMethodObjArgs(judge, s_probe_failed, probe, raised, NULL);
+    Py_XDECREF(raised);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
 }
 
 /* --- observe -------------------------------------------------------------------------------- */
@@ -660,50 +714,51 @@ observe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (totals == NULL || !Py_IS_TYPE(totals, totals_type) || SLOT(judge, judge_slots[J_OWN]) != Py_None ||
         by_kind == NULL || !PyDict_CheckExact(by_kind))
         Py_RETURN_NONE;
-    Reading reading;
+    Reading reading = {.prices = NULL, .finish_tool = NULL};
+    PyObject *raised = NULL, *probes = NULL;
     if (!readable(judge, totals, step, &reading))
-        Py_RETURN_NONE;
-    PyObject *probes = PyDict_GetItemWithError(by_kind, SLOT(step, step_slots[S_KIND])); /* borrowed */
+        goto left_to_python;
+    probes = PyDict_GetItemWithError(by_kind, SLOT(step, step_slots[S_KIND])); /* borrowed */
     if (probes == NULL || !PyTuple_CheckExact(probes)) {
+        probes = NULL;
         if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
+            goto done;
+        goto left_to_python;
     }
     int which[64];
     Py_ssize_t count = PyTuple_GET_SIZE(probes);
     if (count > 64)
-        Py_RETURN_NONE;
+        goto left_to_python;
     for (Py_ssize_t at = 0; at < count; at++) {
         PyObject *kind = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(probes, at));
         which[at] = 0;
         while (which[at] < PROBES && probe_types[which[at]] != kind)
             which[at]++;
         if (which[at] == PROBES)
-            Py_RETURN_NONE; /* a probe of the user's: Python hands it the step */
+            goto left_to_python; /* a probe of the user's: Python hands it the step */
     }
 
     /* Decided: from here on, the Python method's order. */
-    Py_INCREF(totals); /* held while callbacks run */
-    Py_INCREF(probes);
-    PyObject *raised = NULL;
+    Py_INCREF(probes); /* held while callbacks run, as the totals */
+    Py_INCREF(totals);
     if (account(judge, totals, step, &reading) < 0 || (raised = PyList_New(0)) == NULL)
-        goto error;
+        goto failed;
     /* A failing probe's observe() makes the judge's own list without it; this loop, as the Python
      * method's, goes on with the probes it started with. */
     for (Py_ssize_t at = 0; at < count; at++) {
         PyObject *probe = PyTuple_GET_ITEM(probes, at);
-        int done = quiet(which[at], probe, totals, step, &reading);
-        if (done < 0)
-            goto error;
-        if (done)
+        int quietly = quiet(which[at], probe, totals, step);
+        if (quietly < 0 && probe_failed(judge, probe) < 0)
+            goto failed;
+        if (quietly)
             continue;
         PyObject *found = PyObject_CallMethodObjArgs(judge, s_observe_one, probe, step, NULL);
         if (found == NULL)
-            goto error;
+            goto failed;
         int any = PyObject_IsTrue(found);
         if (any < 0 || (any && add_alerts(raised, found) < 0)) {
             Py_DECREF(found);
-            goto error;
+            goto failed;
         }
         Py_DECREF(found);
     }
@@ -711,23 +766,28 @@ observe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *alerts = SLOT(judge, judge_slots[J_ALERTS]);
         if (alerts == NULL || alerts == Py_None) {
             if (set_slot(judge, judge_slots[J_ALERTS], PyList_New(0)) < 0)
-                goto error;
+                goto failed;
             alerts = SLOT(judge, judge_slots[J_ALERTS]);
         }
         PyObject *extended = PyList_CheckExact(alerts) ? (add_alerts(alerts, raised) < 0 ? NULL : Py_NewRef(Py_None))
                                                        : PyObject_CallMethod(alerts, "extend", "O", raised);
         if (extended == NULL)
-            goto error;
+            goto failed;
         Py_DECREF(extended);
     }
+    goto judged;
+failed:
+    Py_CLEAR(raised);
+judged:
     Py_DECREF(totals);
     Py_DECREF(probes);
+    goto done;
+left_to_python:
+    raised = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(reading.prices);
+    Py_XDECREF(reading.finish_tool);
     return raised;
-error:
-    Py_XDECREF(raised);
-    Py_DECREF(totals);
-    Py_DECREF(probes);
-    return NULL;
 }
 
 /* --- configure ------------------------------------------------------------------------------ */
@@ -751,13 +811,14 @@ find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *foun
 }
 
 /* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words, no_names,
- *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call): what the
- * Python judge and probes read from their modules, checked, and set once. */
+ *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call, policy_type,
+ *           price_table_type): what the Python judge and probes read from their modules, checked,
+ *           and set once. */
 static PyObject *
 configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 15) {
-        PyErr_Format(PyExc_TypeError, "configure() takes 15 arguments (%zd given)", nargs);
+    if (nargs != 17) {
+        PyErr_Format(PyExc_TypeError, "configure() takes 17 arguments (%zd given)", nargs);
         return NULL;
     }
     Py_ssize_t found_judge[JUDGE_SLOTS], found_totals[TOTALS_SLOTS], found_step[STEP_SLOTS];
@@ -782,8 +843,10 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (!small_int(PyTuple_GET_ITEM(bits, at), &found_bits[at]) || found_bits[at] <= 0)
             return refuse("fired_bits must be positive ints");
     for (int at = 0; at < 4; at++)
-        if (!small_int(args[11 + at], &numbers[at]))
-            return refuse("last_actions, longest_cycle, max_states and no_call must be ints");
+        if (!small_int(args[11 + at], &numbers[at]) || (at < 3 && numbers[at] <= 0))
+            return refuse("last_actions, longest_cycle and max_states must be positive ints, no_call an int");
+    if (!PyType_Check(args[15]) || !PyType_Check(args[16]))
+        return refuse("policy_type and price_table_type must be classes");
     if (!Py_IS_TYPE(args[7], (PyTypeObject *)args[6]))
         return refuse("no_words must be an array_type");
     if (judge_type != NULL) {
@@ -809,6 +872,8 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     longest_cycle = (Py_ssize_t)numbers[1];
     max_states = (Py_ssize_t)numbers[2];
     no_call = (Py_ssize_t)numbers[3];
+    policy_type = (PyTypeObject *)Py_NewRef(args[15]);
+    price_table_type = (PyTypeObject *)Py_NewRef(args[16]);
     Py_RETURN_NONE;
 }
 
@@ -835,6 +900,7 @@ PyInit__judge_pass(void)
     return NULL;
 #endif
     if ((s_observe_one = PyUnicode_InternFromString("_observe_one")) == NULL ||
+        (s_probe_failed = PyUnicode_InternFromString("_probe_failed")) == NULL ||
         (s_append = PyUnicode_InternFromString("append")) == NULL ||
         (s_cost = PyUnicode_InternFromString("cost")) == NULL ||
         (s_prices = PyUnicode_InternFromString("prices")) == NULL ||

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from otel_agentguard import attributes as A
 from otel_agentguard.session_resolution import parent_span, span_attributes
-from otel_agentguard.steps import MODEL, nested_step, step_kind
+from otel_agentguard.steps import KIND_OF_OPERATION, MODEL, nested_step, step_kind
 
 _CARRIED_TO_STEP = (
     A.RESPONSE_TOOL_CALLS, A.FINAL_CLAIMS, A.GEN_AI_RESPONSE_FINISH_REASONS,
@@ -43,6 +43,11 @@ def enclosing_step(kind: str, attrs: Mapping[str, Any], parent_context: Context 
     if parent is None:
         return None
     parent_attrs = span_attributes(parent)
+    # The usual parent (an agent span, a model span around a tool span) names an operation of
+    # another kind: nested_step's first test, made here without its calls.
+    operation = parent_attrs.get(A.GEN_AI_OPERATION_NAME) if parent_attrs else None
+    if type(operation) is str and KIND_OF_OPERATION.get(operation) != kind:
+        return None
     if not parent_attrs or not nested_step(kind, attrs, step_kind(parent_attrs), parent_attrs):
         return None
     return parent if parent.is_recording() else None

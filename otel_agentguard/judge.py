@@ -25,6 +25,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.policy import Policy, Profile
+from otel_agentguard.pricing import PriceTable
 from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
 
@@ -157,8 +158,7 @@ class SessionJudge:
             try:
                 found = probe.observe(step, totals)
             except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
-                self._probes.remove(probe)
-                _internal_errors.report(f"probe.{probe.name}", exc)
+                self._probe_failed(probe, exc)
                 continue
             if found:
                 raised.extend(found)
@@ -172,9 +172,13 @@ class SessionJudge:
         try:
             return probe.observe(step, self.totals)
         except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
-            self._probes.remove(probe)
-            _internal_errors.report(f"probe.{probe.name}", exc)
+            self._probe_failed(probe, exc)
             return None
+
+    def _probe_failed(self, probe: Probe, exc: Exception) -> None:
+        """A probe raised: it is disabled for this session (the others carry on), and reported."""
+        self._probes.remove(probe)
+        _internal_errors.report(f"probe.{probe.name}", exc)
 
     def observe_early(self, probe_name: str, step: Step) -> list[Alert]:
         """Run one probe on a step before the step itself is judged (enforce mode cutting a
@@ -391,7 +395,7 @@ def compiled_configuration() -> tuple[Any, ...]:
          no_progress.NoProgress, error_streak.ErrorStreak, budget.BudgetExceeded),
         (probes.FAKE_COMPLETION_FIRED, probes.OUTPUT_REPETITION_FIRED, probes.TOOL_LOOP_FIRED, probes.CYCLE_FIRED,
          probes.NO_PROGRESS_FIRED, probes.ERROR_STREAK_FIRED),
-        _LAST_ACTIONS * _ACTION_FIELDS, LONGEST_CYCLE, no_progress._MAX_STATES, probes.NO_CALL,
+        _LAST_ACTIONS * _ACTION_FIELDS, LONGEST_CYCLE, no_progress._MAX_STATES, probes.NO_CALL, Policy, PriceTable,
     )
 
 

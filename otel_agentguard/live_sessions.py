@@ -217,13 +217,18 @@ class LiveSessions:
                    span: ReadableSpan) -> None:
         """A step span ended: derive what it implies, release what is in order, judge it."""
         with session.lock:
-            repeated, session.last_response_id = same_response(kind, attrs, session.last_response_id)
-            if repeated:  # the same model call seen a second time
-                released = session.buffer.skip(step.sequence)
-            else:
+            if kind == TOOL and not session.derived:
+                # The usual tool step: no response to compare, no derived step waiting on it.
                 session.last_context = span.get_span_context()
-                released = self._derive(session, kind, attrs, span)
-                released.extend(session.buffer.push(step))
+                released = session.buffer.push(step)
+            else:
+                repeated, session.last_response_id = same_response(kind, attrs, session.last_response_id)
+                if repeated:  # the same model call seen a second time
+                    released = session.buffer.skip(step.sequence)
+                else:
+                    session.last_context = span.get_span_context()
+                    released = self._derive(session, kind, attrs, span)
+                    released.extend(session.buffer.push(step))
             # Judged under the same lock that released them: steps are judged in sequence order
             # whichever thread releases them.
             raised, final = self._observe(session, released)

@@ -61,7 +61,14 @@ from otel_agentguard.session_resolution import (
     span_attributes,
 )
 from otel_agentguard.span_stamp import stamp_starting
-from otel_agentguard.steps import STEP_KIND_ATTRIBUTES, TOOL, Step, step_from_attributes, step_kind
+from otel_agentguard.steps import (
+    KIND_OF_OPERATION,
+    STEP_KIND_ATTRIBUTES,
+    TOOL,
+    Step,
+    step_from_attributes,
+    step_kind,
+)
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
 logger = logging.getLogger(__name__)
@@ -205,7 +212,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def _start_marked(self, span: Span, attrs: Any, parent_context: Context | None) -> None:
         if attrs.get(A.VERDICT):
             return
-        kind = step_kind(attrs)
+        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # step_kind, inline
         named = named_session(attrs)
         session_id = named or session_in_context(parent_context)
         implicit = session_id is None
@@ -219,7 +227,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             stamps[A.SESSION_ID] = session_id
         if self._enforcement is not None:
             self._enforcement.span_started(span, kind == TOOL, parent_context)
-        is_session_span = named is not None and attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT
+        is_session_span = named is not None and operation == A.OP_INVOKE_AGENT
         if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
             # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
             if stamps:
@@ -271,7 +279,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
         duplicate = attrs.get(A.NESTED_STEP)
         if duplicate and self._duplicates:
             self._duplicates.ended(span, attrs)
-        kind = None if duplicate else step_kind(attrs)
+        if duplicate:
+            kind = None
+        else:
+            operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+            kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # inline
         if kind is None and sequence is None:
             return
         if sequence is not None:

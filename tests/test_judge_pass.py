@@ -26,6 +26,7 @@ from otel_agentguard import judge as judge_module
 from otel_agentguard.claims import WRITE
 from otel_agentguard.judge import SessionJudge
 from otel_agentguard.policy import Policy, Profile, parse_policy
+from otel_agentguard.pricing import Price, PriceTable
 from otel_agentguard.probes import SessionTotals
 from otel_agentguard.repetition import summarize
 from otel_agentguard.steps import MODEL, TOOL, Step
@@ -52,38 +53,44 @@ PROFILES = st.builds(
     Profile, window=st.integers(1, 8), repeat_threshold=st.integers(0, 5), cycle_repeats=st.integers(0, 4),
     no_progress_steps=st.integers(0, 6), error_streak=st.integers(0, 5), max_steps=st.integers(1, 40),
     max_tokens=st.integers(1, 10**6), max_cost_usd=st.sampled_from([None, 0.01, 0.5]),
-    max_wall_time_s=st.sampled_from([None, 2.5, 30]), max_model_calls=st.sampled_from([None, 2, 4]),
+    max_wall_time_s=st.sampled_from([None, 2.5, 30, -0.5]), max_model_calls=st.sampled_from([None, 2, 4]),
 )
 # Few names, arguments and results: sessions loop, cycle and repeat their states.
 FINGERPRINT = st.one_of(st.none(), st.sampled_from(["a1", "b2", "c3", "tool:d4"]))
 NAME = st.sampled_from(["lookup", "search", "refund", "done"])
 REPEATING = summarize("I will check again. " * 12, 3, 240)
+# The kind as the step readers write it, or an equal string of another object (a trajectory file's).
+KIND_OF_TOOL = st.sampled_from([TOOL, "".join(["to", "ol"])])
+KIND_OF_MODEL = st.sampled_from([MODEL, "".join(["mod", "el"])])
 TOOL_STEP = st.fixed_dictionaries({
-    "kind": st.just(TOOL), "name": NAME, "args_fingerprint": FINGERPRINT, "result_fingerprint": FINGERPRINT,
+    "kind": KIND_OF_TOOL, "name": NAME, "args_fingerprint": FINGERPRINT, "result_fingerprint": FINGERPRINT,
     "failed": st.booleans(), "empty": st.sampled_from([None, True, False]),
     "effect": st.sampled_from([None, "write", "read"]),
     "cost_usd": st.one_of(st.none(), st.floats(0, 1)), "label": st.sampled_from([None, "s1"]),
 })
 MODEL_STEP = st.fixed_dictionaries({
-    "kind": st.just(MODEL), "name": st.sampled_from(["gpt-4o", "claude"]),
+    "kind": KIND_OF_MODEL, "name": st.sampled_from(["gpt-4o", "claude"]),
     "model": st.sampled_from([None, "gpt-4o", "gpt-4o-mini", "other"]),
     "input_tokens": st.one_of(st.integers(0, 5000), st.just(2**61)), "output_tokens": st.integers(0, 900),
-    "tool_calls": st.one_of(st.none(), st.integers(0, 3)), "final": st.booleans(),
+    "tool_calls": st.one_of(st.none(), st.integers(-1, 3)), "final": st.booleans(),
     "claims": st.sampled_from([(), (WRITE,), ("read",)]),
     "cost_usd": st.one_of(st.none(), st.floats(0, 1)),
     "output_repetition": st.sampled_from([None, None, REPEATING, summarize("fine", 3, 240)]),
 })
-STEPS = st.lists(st.tuples(st.one_of(TOOL_STEP, TOOL_STEP, MODEL_STEP), st.integers(-1, 3), st.integers(0, 4 * 10**9)),
+STEPS = st.lists(st.tuples(st.one_of(TOOL_STEP, TOOL_STEP, MODEL_STEP), st.integers(-1, 3),
+                           st.integers(-10**9, 4 * 10**9), st.sampled_from([True] * 9 + [False])),
                  min_size=1, max_size=40)
 
 
-def _sessions(specs: list[tuple[dict[str, Any], int, int]]) -> list[Step]:
-    """Steps numbered mostly in order (a few late or repeated numbers), with times."""
+def _sessions(specs: list[tuple[dict[str, Any], int, int, bool]]) -> list[Step]:
+    """Steps numbered mostly in order (a few late or repeated numbers), with times: some that end
+    before they start, a few with no start time."""
     steps, sequence, clock = [], 0, 10**9
-    for fields, jump, duration in specs:
+    for fields, jump, duration, timed in [(*spec, True)[:4] for spec in specs]:
         sequence = max(sequence + jump, 1) if jump else sequence
-        steps.append(Step(session_id="s", sequence=sequence, start_ns=clock, end_ns=clock + duration, **fields))
-        clock += duration
+        steps.append(Step(session_id="s", sequence=sequence, start_ns=clock if timed else 0,
+                          end_ns=max(clock + duration, 0), **fields))
+        clock = max(clock + duration, 1)
     return steps
 
 
@@ -122,41 +129,50 @@ def _outcome(observe: Any) -> tuple[str, Any]:
 _CALLED_FOR_THE_ALERT = frozenset({"cycle", "no_progress", "error_streak", "budget_exceeded"})
 
 
-def _judge_both(policy: Policy, steps: list[Step], profile: Profile | None = None) -> int:
+def _judge_both(policy: Policy, steps: list[Step], profile: Profile | None = None, last_actions: bool = True) -> int:
     """Judge ``steps`` with and without the compiled pass, comparing after each; returns how many
     steps the compiled pass judged itself."""
-    compiled, reference = SessionJudge("s", policy, profile), SessionJudge("s", policy, profile)
+    compiled = SessionJudge("s", policy, profile, last_actions=last_actions)
+    reference = SessionJudge("s", policy, profile, last_actions=last_actions)
     called_back: list[tuple[str, bool]] = []
-    observe_one = SessionJudge._observe_one
+    observe_one, account = SessionJudge._observe_one, SessionJudge._account
+    in_python = 0
 
     def recorded(judge: SessionJudge, probe: Any, step: Step) -> Any:
         found = observe_one(judge, probe, step)
         called_back.append((probe.name, bool(found)))
         return found
 
-    judged_in_c = 0
-    SessionJudge._observe_one = recorded  # type: ignore[method-assign]
+    def counted(judge: SessionJudge, step: Step) -> None:
+        nonlocal in_python
+        in_python += judge is compiled
+        account(judge, step)
+
+    SessionJudge._observe_one, SessionJudge._account = recorded, counted  # type: ignore[method-assign]
     try:
         for step in steps:
-            judged_in_c += COMPILED.observe(SessionJudge("t", policy, profile), step) is not None
             got = _outcome(lambda: compiled.observe(step))  # noqa: B023 - called at once
             expected = _outcome(lambda: _python_observe(reference, step))  # noqa: B023
             assert got == expected, step
             assert _state(compiled) == _state(reference), step
     finally:
-        SessionJudge._observe_one = observe_one  # type: ignore[method-assign]
+        SessionJudge._observe_one, SessionJudge._account = observe_one, account  # type: ignore[method-assign]
     assert compiled.finish() == reference.finish()
-    if compiled.profile.cycle_repeats > 1:
-        assert not [name for name, raised in called_back if name in _CALLED_FOR_THE_ALERT and not raised]
-    return judged_in_c
+    called_for_the_alert = _CALLED_FOR_THE_ALERT - ({"cycle"} if compiled.profile.cycle_repeats <= 1 else set())
+    assert not [name for name, raised in called_back if name in called_for_the_alert and not raised]
+    return len(steps) - in_python
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(PROFILES, STEPS.map(_sessions))
+@given(PROFILES, STEPS.map(_sessions), st.booleans())
 @example(Profile(), _sessions([({"kind": TOOL, "name": "lookup", "args_fingerprint": "a1",
-                                 "result_fingerprint": "b2"}, 1, 5)] * 9))  # a loop is no cycle
-def test_the_compiled_pass_judges_each_step_as_the_python_pass(profile, steps):
-    _judge_both(POLICY, steps, profile)
+                                 "result_fingerprint": "b2"}, 1, 5)] * 9), True)  # a loop is no cycle
+@example(Profile(max_wall_time_s=2.5),  # a session whose first step has no start time: no wall time yet
+         _sessions([({"kind": TOOL, "name": "lookup", "args_fingerprint": "a1"}, 1, 4 * 10**9, False)] * 2), False)
+def test_the_compiled_pass_judges_each_step_as_the_python_pass(profile, steps, last_actions):
+    judged_in_c = _judge_both(POLICY, steps, profile, last_actions)
+    # Only a count past 2**62 leaves a step to Python here (and every step after it, the total past it).
+    assert judged_in_c == len(steps) or any(step.input_tokens >= 2**61 for step in steps)
 
 
 def _tool(sequence: int, name: str = "lookup", args: str | None = "a1", result: str | None = "r1", **fields: Any) -> Step:
@@ -253,17 +269,55 @@ def test_a_failing_probe_is_disabled_and_reported_as_in_python(caplog):
     assert COMPILED.observe(compiled, _tool(2)) is None
 
 
-def test_an_error_of_the_price_table_is_the_python_pass_error():
+@pytest.mark.parametrize("held", ["states_seen", "no_progress_run", "error_run"])
+def test_a_probe_whose_memory_cannot_grow_is_disabled_as_in_python(held):
+    # A buffer exported from what a probe remembers (a memoryview held) cannot be resized: the
+    # probe's update raises BufferError, in Python and in C alike, and the probe is disabled.
+    first = [_tool(1, args="1", result="r1", failed=True), _tool(2, args="2", result="r2")]
+    then = _tool(3, args="3", result="r3", failed=True)
+    judges = SessionJudge("s", DEFAULT), SessionJudge("s", DEFAULT)
+    for step in first:
+        judges[0].observe(step), _python_observe(judges[1], step)
+    for judge in judges:
+        if getattr(judge.totals, held) is None:
+            setattr(judge.totals, held, array("q") if held.endswith("run") else bytearray())
+    views = [memoryview(getattr(judge.totals, held)) for judge in judges]
+    step = then if held != "states_seen" else dataclasses.replace(then, failed=False)
+    assert judges[0].observe(step) == _python_observe(judges[1], step) == []
+    assert _state(judges[0]) == _state(judges[1])
+    disabled = {"states_seen": "no_progress", "no_progress_run": "no_progress", "error_run": "error_streak"}[held]
+    assert disabled not in [probe.name for probe in judges[0]._probes]
+    for view in views:
+        view.release()
+
+
+def test_a_price_table_or_policy_of_the_users_is_left_to_python():
     class Prices:
         def cost(self, model: Any, input_tokens: int, output_tokens: int) -> float:
-            raise ValueError(f"no price for {model}")
+            return 1.0
 
-    step = Step(session_id="s", sequence=1, kind=MODEL, name="m", model="x", input_tokens=3, start_ns=7, end_ns=9)
+    class OwnPolicy(Policy):
+        pass
+
+    model_step = Step(session_id="s", sequence=1, kind=MODEL, name="m", model="gpt-4o")
+    judge = SessionJudge("s", _with_prices(Prices()))
+    assert COMPILED.observe(judge, model_step) is None
+    assert judge.observe(model_step) == [] and judge.totals.cost_usd == 1.0
+    assert COMPILED.observe(SessionJudge("s", OwnPolicy()), _tool(1)) is None
+    assert COMPILED.observe(SessionJudge("s", DEFAULT), dataclasses.replace(model_step, model=b"gpt")) is None
+
+
+def test_an_error_of_the_price_table_is_the_python_pass_error():
+    # The policy's own price table, given a price it cannot multiply: it raises halfway through the
+    # accounting, in C and in Python alike.
+    step = Step(session_id="s", sequence=1, kind=MODEL, name="m", model="x-1", input_tokens=3, start_ns=7, end_ns=9)
     judges = SessionJudge("s", DEFAULT), SessionJudge("s", DEFAULT)
     for judge in judges:
-        judge.policy = _with_prices(Prices())
+        judge.policy = _with_prices(PriceTable({"x": Price(None, None)}))  # type: ignore[arg-type]
+    assert COMPILED.observe(SessionJudge("s", judges[0].policy), dataclasses.replace(step, model="y")) is not None
     outcomes = [_outcome(lambda: judges[0].observe(step)), _outcome(lambda: _python_observe(judges[1], step))]
-    assert outcomes[0] == outcomes[1] == ("error", (ValueError, "no price for x"))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == "error" and outcomes[0][1][0] is TypeError
     assert _state(judges[0]) == _state(judges[1])  # the same partial accounting
 
 
@@ -277,12 +331,22 @@ def test_the_pass_frees_what_it_takes():
     steps = _sessions([({"kind": TOOL, "name": "lookup", "args_fingerprint": "a1", "result_fingerprint": "b2",
                          "label": "s1"}, 1, 5)] * 30 + [({"kind": MODEL, "name": "m", "model": "gpt-4o"}, 1, 5)] * 10)
 
+    unpriced = _with_prices(PriceTable({"gpt-4o": Price(None, None)}))  # type: ignore[arg-type]
+
     def judge_often() -> None:
         for _ in range(20):
             judge = SessionJudge("s", DEFAULT)
             for step in steps:
                 judge.observe(step)
             judge.finish()
+            with pytest.raises(TypeError):  # an error halfway through the accounting
+                SessionJudge("s", unpriced).observe(steps[-1])
+            judge = SessionJudge("s", DEFAULT)
+            judge.observe(steps[0])
+            held = memoryview(judge.totals.call_digests)
+            with pytest.raises(BufferError):  # (remember_call cannot grow the held array)
+                judge.observe(steps[1])
+            held.release()
         gc.collect()  # what the interpreter keeps of freed objects (tuple free lists) goes too
 
     assert_frees_what_it_takes(judge_often)
@@ -297,10 +361,11 @@ def test_the_pass_is_configured_once_and_refuses_classes_it_cannot_read():
     class WithDict:
         totals: Any = None
 
-    for at, odd in [(0, WithDict), (1, dict), (2, object), (3, 1), (9, ()), (10, (0,) * 6), (11, "20")]:
+    for at, odd in [(0, WithDict), (1, dict), (2, object), (3, 1), (9, ()), (10, (0,) * 6), (11, "20"), (12, 0),
+                    (15, None)]:
         changed = list(configuration)
         changed[at] = odd
         with pytest.raises(TypeError, match="configure"):
             COMPILED.configure(*changed)
-    with pytest.raises(TypeError, match="15 arguments"):
+    with pytest.raises(TypeError, match="17 arguments"):
         COMPILED.configure(*configuration[:-1])

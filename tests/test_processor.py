@@ -113,6 +113,25 @@ def test_parallel_tool_calls_ending_out_of_order_are_judged_in_sequence_order():
         assert verdict.alerts[0].sequence == 3
 
 
+def test_a_tool_span_answering_a_call_a_model_span_asked_for_is_the_calls_one_step():
+    # A model span that recorded its output asks for call c1 (a step derived from it would wait for
+    # a tool span); the tool span with that call id answers it: one tool step, not two.
+    asks = json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": "x"}}]}])
+    with GuardedTracing(LOOPY) as tracing:
+        tracer = tracing.tracer
+        with tracing.session("s-answered"):
+            tracer.start_span("chat", attributes={
+                A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_OUTPUT_MESSAGES: asks,
+                A.GEN_AI_RESPONSE_FINISH_REASONS: ["tool_calls"]}).end()
+            tracer.start_span("execute_tool lookup", attributes={
+                A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "lookup", A.GEN_AI_TOOL_CALL_ID: "c1",
+                A.GEN_AI_TOOL_CALL_ARGUMENTS: '{"q": "x"}', A.GEN_AI_TOOL_CALL_RESULT: '"found"'}).end()
+            tracing.record_model_call(final_claims=())
+        verdict = tracing.verdict("s-answered")
+        assert (verdict.steps, verdict.stop_reason) == (2, "completed")  # the tool step and the answer
+
+
 def test_without_a_session_span_the_verdict_goes_on_a_verdict_span_in_the_same_trace():
     with GuardedTracing(LOOPY) as tracing:
         query_logistics, _, _ = make_tools(tracing)
