@@ -155,17 +155,24 @@ typedef struct {
     double cost;
 } Reading;
 
+/* 1 for a tool step's kind, 0 for a model step's (the constants, or equal strings: a trajectory
+ * file's), -1 for anything else. */
+static int
+tool_or_model(PyObject *kind)
+{
+    if (kind == NULL || !PyUnicode_CheckExact(kind))
+        return -1;
+    if (kind == tool_kind || PyUnicode_Compare(kind, tool_kind) == 0)
+        return 1;
+    if (kind == model_kind || PyUnicode_Compare(kind, model_kind) == 0)
+        return 0;
+    return -1;
+}
+
 static int
 readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
 {
-    PyObject *kind = SLOT(step, step_slots[S_KIND]);
-    if (kind == NULL || !PyUnicode_CheckExact(kind))
-        return 0;
-    if (kind == tool_kind || PyUnicode_Compare(kind, tool_kind) == 0)
-        r->tool = 1;
-    else if (kind == model_kind || PyUnicode_Compare(kind, model_kind) == 0)
-        r->tool = 0;
-    else
+    if ((r->tool = tool_or_model(SLOT(step, step_slots[S_KIND]))) < 0)
         return 0;
     PyObject *failed = SLOT(step, step_slots[S_FAILED]), *final = SLOT(step, step_slots[S_FINAL]);
     PyObject *empty = SLOT(step, step_slots[S_EMPTY]), *cost = SLOT(step, step_slots[S_COST_USD]);
@@ -383,20 +390,13 @@ typedef struct {
 static int
 fresh(PyObject *step, Fresh *f)
 {
-    PyObject *kind = SLOT(step, step_slots[S_KIND]), *failed = SLOT(step, step_slots[S_FAILED]);
-    PyObject *final = SLOT(step, step_slots[S_FINAL]);
+    PyObject *failed = SLOT(step, step_slots[S_FAILED]), *final = SLOT(step, step_slots[S_FINAL]);
     f->empty = SLOT(step, step_slots[S_EMPTY]);
     f->result_fp = SLOT(step, step_slots[S_RESULT_FP]);
     f->summary = SLOT(step, step_slots[S_OUTPUT_REPETITION]);
-    if (kind == NULL || !PyUnicode_CheckExact(kind) || !is_bool(failed) || !is_bool(final) || f->summary == NULL ||
-        f->empty == NULL || (f->empty != Py_None && !is_bool(f->empty)) || !none_or_text(f->result_fp) ||
-        !small_int(SLOT(step, step_slots[S_SEQUENCE]), &f->sequence))
-        return 0;
-    if (kind == tool_kind || PyUnicode_Compare(kind, tool_kind) == 0)
-        f->tool = 1;
-    else if (kind == model_kind || PyUnicode_Compare(kind, model_kind) == 0)
-        f->tool = 0;
-    else
+    if ((f->tool = tool_or_model(SLOT(step, step_slots[S_KIND]))) < 0 || !is_bool(failed) || !is_bool(final) ||
+        f->summary == NULL || f->empty == NULL || (f->empty != Py_None && !is_bool(f->empty)) ||
+        !none_or_text(f->result_fp) || !small_int(SLOT(step, step_slots[S_SEQUENCE]), &f->sequence))
         return 0;
     f->failed = failed == Py_True;
     f->final = final == Py_True;
