@@ -59,7 +59,7 @@ enum { FAKE_COMPLETION, OUTPUT_REPETITION, TOOL_LOOP, CYCLE, NO_PROGRESS, ERROR_
 static PyTypeObject *judge_type, *totals_type, *step_type, *array_type, *policy_type, *price_table_type;
 static Py_ssize_t judge_slots[JUDGE_SLOTS], totals_slots[TOTALS_SLOTS], step_slots[STEP_SLOTS];
 static PyObject *tool_kind, *model_kind, *write_effect;
-static PyObject *no_words, *no_names;  /* probes._NO_WORDS, _NO_NAMES: a session's first tool step replaces them */
+static PyObject *no_words;            /* probes._NO_WORDS: a session's first tool step replaces it */
 static PyObject *probe_types[PROBES];
 static long long fired_bits[BUDGET];   /* probes.*_FIRED of each probe but the budgets (theirs are in _limits) */
 static Py_ssize_t last_actions;        /* the judge's _last holds this many items at most */
@@ -255,40 +255,27 @@ remember_call(PyObject *totals, PyObject *step, const Reading *r)
             set_slot(totals, totals_slots[TOT_NAMES], PyList_New(0)) < 0)
             return -1;
     }
+    /* (Exact arrays and a list, a tuple of exact str, None and bool hashed: no code of anyone's
+     * runs below, so the slots stay what they are.) */
     digests = SLOT(totals, totals_slots[TOT_DIGESTS]);
     PyObject *sequences = SLOT(totals, totals_slots[TOT_SEQUENCES]), *names = SLOT(totals, totals_slots[TOT_NAMES]);
-    Py_INCREF(digests); /* a callback below may replace the slots: hold what is written */
-    Py_INCREF(sequences);
-    Py_INCREF(names);
-    int result = -1;
     Py_hash_t digest = no_call;
     PyObject *args_fp = SLOT(step, step_slots[S_ARGS_FP]);
     if (args_fp != Py_None) { /* probes.call_digest */
         PyObject *call = PyTuple_Pack(3, args_fp, SLOT(step, step_slots[S_RESULT_FP]), SLOT(step, step_slots[S_FAILED]));
         if (call == NULL)
-            goto done;
+            return -1;
         digest = PyObject_Hash(call);
         Py_DECREF(call);
         if (digest == -1)
-            goto done;
+            return -1;
     }
     if (append(digests, PyLong_FromSsize_t(digest)) < 0 || append(sequences, PyLong_FromLongLong(r->sequence)) < 0 ||
         append(names, Py_NewRef(SLOT(step, step_slots[S_NAME]))) < 0)
-        goto done;
-    Py_ssize_t kept = PyObject_Length(digests);
-    if (kept < 0)
-        goto done;
-    if (kept > r->keep && (PySequence_DelItem(digests, 0) < 0 || PySequence_DelItem(sequences, 0) < 0))
-        goto done;
-    Py_ssize_t named = PyObject_Length(names);
-    if (named < 0 || (named > longest_cycle && PySequence_DelItem(names, 0) < 0))
-        goto done;
-    result = 0;
-done:
-    Py_DECREF(digests);
-    Py_DECREF(sequences);
-    Py_DECREF(names);
-    return result;
+        return -1;
+    if (Py_SIZE(digests) > r->keep && (PySequence_DelItem(digests, 0) < 0 || PySequence_DelItem(sequences, 0) < 0))
+        return -1;
+    return PyList_GET_SIZE(names) > longest_cycle ? PySequence_DelItem(names, 0) : 0;
 }
 
 /* SessionJudge._account, in the same order (the price table is called back where it is). */
@@ -810,15 +797,15 @@ find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *foun
     return 0;
 }
 
-/* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words, no_names,
+/* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words,
  *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call, policy_type,
  *           price_table_type): what the Python judge and probes read from their modules, checked,
  *           and set once. */
 static PyObject *
 configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 17) {
-        PyErr_Format(PyExc_TypeError, "configure() takes 17 arguments (%zd given)", nargs);
+    if (nargs != 16) {
+        PyErr_Format(PyExc_TypeError, "configure() takes 16 arguments (%zd given)", nargs);
         return NULL;
     }
     Py_ssize_t found_judge[JUDGE_SLOTS], found_totals[TOTALS_SLOTS], found_step[STEP_SLOTS];
@@ -829,9 +816,9 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (int at = 3; at < 6; at++)
         if (!PyUnicode_CheckExact(args[at]))
             return refuse("the step kinds and the write effect must be str");
-    if (!PyType_Check(args[6]) || !PyList_CheckExact(args[8]))
-        return refuse("array_type must be a class, no_names a list");
-    PyObject *types = args[9], *bits = args[10];
+    if (!PyType_Check(args[6]))
+        return refuse("array_type must be a class");
+    PyObject *types = args[8], *bits = args[9];
     if (!PyTuple_CheckExact(types) || PyTuple_GET_SIZE(types) != PROBES || !PyTuple_CheckExact(bits) ||
         PyTuple_GET_SIZE(bits) != BUDGET)
         return refuse("probe_types must name the seven built-in probes, fired_bits the bits of the first six");
@@ -843,9 +830,9 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (!small_int(PyTuple_GET_ITEM(bits, at), &found_bits[at]) || found_bits[at] <= 0)
             return refuse("fired_bits must be positive ints");
     for (int at = 0; at < 4; at++)
-        if (!small_int(args[11 + at], &numbers[at]) || (at < 3 && numbers[at] <= 0))
+        if (!small_int(args[10 + at], &numbers[at]) || (at < 3 && numbers[at] <= 0))
             return refuse("last_actions, longest_cycle and max_states must be positive ints, no_call an int");
-    if (!PyType_Check(args[15]) || !PyType_Check(args[16]))
+    if (!PyType_Check(args[14]) || !PyType_Check(args[15]))
         return refuse("policy_type and price_table_type must be classes");
     if (!Py_IS_TYPE(args[7], (PyTypeObject *)args[6]))
         return refuse("no_words must be an array_type");
@@ -864,7 +851,6 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     write_effect = Py_NewRef(args[5]);
     array_type = (PyTypeObject *)Py_NewRef(args[6]);
     no_words = Py_NewRef(args[7]);
-    no_names = Py_NewRef(args[8]);
     for (int at = 0; at < PROBES; at++)
         probe_types[at] = Py_NewRef(PyTuple_GET_ITEM(types, at));
     memcpy(fired_bits, found_bits, sizeof fired_bits);
@@ -872,8 +858,8 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     longest_cycle = (Py_ssize_t)numbers[1];
     max_states = (Py_ssize_t)numbers[2];
     no_call = (Py_ssize_t)numbers[3];
-    policy_type = (PyTypeObject *)Py_NewRef(args[15]);
-    price_table_type = (PyTypeObject *)Py_NewRef(args[16]);
+    policy_type = (PyTypeObject *)Py_NewRef(args[14]);
+    price_table_type = (PyTypeObject *)Py_NewRef(args[15]);
     Py_RETURN_NONE;
 }
 

@@ -9,7 +9,7 @@ from otel_agentguard.steps import Step
 
 def configure(
     judge_type: type[SessionJudge], totals_type: type[SessionTotals], step_type: type[Step], tool: str, model: str,
-    write: str, array_type: type[array[Any]], no_words: array[int], no_names: list[str],
+    write: str, array_type: type[array[Any]], no_words: array[int],
     probe_types: tuple[type, ...], fired_bits: tuple[int, ...], last_actions: int, longest_cycle: int,
     max_states: int, no_call: int, policy_type: type[Policy], price_table_type: type[PriceTable], /,
 ) -> None: ...

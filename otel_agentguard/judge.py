@@ -390,7 +390,7 @@ def compiled_configuration() -> tuple[Any, ...]:
     )
 
     return (
-        SessionJudge, SessionTotals, Step, TOOL, MODEL, "write", array, probes._NO_WORDS, probes._NO_NAMES,
+        SessionJudge, SessionTotals, Step, TOOL, MODEL, "write", array, probes._NO_WORDS,
         (fake_completion.FakeCompletion, output_repetition.OutputRepetition, tool_loop.ToolLoop, cycle.Cycle,
          no_progress.NoProgress, error_streak.ErrorStreak, budget.BudgetExceeded),
         (probes.FAKE_COMPLETION_FIRED, probes.OUTPUT_REPETITION_FIRED, probes.TOOL_LOOP_FIRED, probes.CYCLE_FIRED,

@@ -361,11 +361,11 @@ def test_the_pass_is_configured_once_and_refuses_classes_it_cannot_read():
     class WithDict:
         totals: Any = None
 
-    for at, odd in [(0, WithDict), (1, dict), (2, object), (3, 1), (9, ()), (10, (0,) * 6), (11, "20"), (12, 0),
-                    (15, None)]:
+    for at, odd in [(0, WithDict), (1, dict), (2, object), (3, 1), (8, ()), (9, (0,) * 6), (10, "20"), (11, 0),
+                    (14, None)]:
         changed = list(configuration)
         changed[at] = odd
         with pytest.raises(TypeError, match="configure"):
             COMPILED.configure(*changed)
-    with pytest.raises(TypeError, match="17 arguments"):
+    with pytest.raises(TypeError, match="16 arguments"):
         COMPILED.configure(*configuration[:-1])
