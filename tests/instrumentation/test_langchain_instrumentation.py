@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
+import openai
 import pytest
 import wrapt
 from langchain.agents import create_agent
@@ -94,10 +94,11 @@ annotated = StructuredTool.from_function(lambda order: "ok", name="annotated", d
 
 
 def chat_model(server: ScriptedModelServer, **options) -> ChatOpenAI:
-    # An httpx.Timeout keeps langchain-openai from sharing one cached async client across tests
-    # (and so across event loops) for the same base_url.
+    # An unhashable timeout keeps langchain-openai from sharing one cached async client across tests
+    # (and so across event loops) for the same base_url. It must be the Timeout of the HTTP library the
+    # installed openai is built on (httpx or, from openai 3.63, only httpx2), which openai re-exports.
     return ChatOpenAI(model=MODEL, base_url=server.openai_url, api_key="test", max_retries=0, stream_usage=True,
-                      timeout=httpx.Timeout(10.0), **options)
+                      timeout=openai.Timeout(10.0), **options)
 
 
 def tool_call(name: str, call_id: str = "call_1", **args) -> dict:

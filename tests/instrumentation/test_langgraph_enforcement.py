@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
+import openai
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -40,7 +40,7 @@ def enforced(instrumented_tracing):
 
 def agent(server: ScriptedModelServer):
     model = ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_url, api_key="test", max_retries=0,
-                       timeout=httpx.Timeout(10.0))
+                       timeout=openai.Timeout(10.0))
     return create_agent(model, [track])
 
 

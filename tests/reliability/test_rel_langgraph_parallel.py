@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import openai
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
@@ -102,7 +102,7 @@ def tracing(instrumented_tracing: Any) -> Iterator[GuardedTracing]:
 
 def chat_model(server: ScriptedModelServer) -> ChatOpenAI:
     return ChatOpenAI(model=MODEL, base_url=server.openai_url, api_key="test", max_retries=0, stream_usage=True,
-                      timeout=httpx.Timeout(10.0))
+                      timeout=openai.Timeout(10.0))
 
 
 def session_steps(tracing: GuardedTracing, session_id: str) -> list[tuple[int, str, int]]:

@@ -146,7 +146,7 @@ def agent_anthropic(tracing: GuardedTracing, server: ScriptedModelServer, s: Sec
 
 
 def agent_langchain(tracing: GuardedTracing, server: ScriptedModelServer, s: Secrets) -> None:
-    import httpx
+    import openai
     from langchain.agents import create_agent
     from langchain_core.tools import tool
 
@@ -169,7 +169,7 @@ def agent_langchain(tracing: GuardedTracing, server: ScriptedModelServer, s: Sec
     try:
         server.script = turns(Turn.call("lookup_card", customer=s.argument), Turn.answer(f"It is {s.answer}."))
         model = chat_openai(model="gpt-4o-mini", base_url=server.openai_url, api_key="test", max_retries=0,
-                            timeout=httpx.Timeout(10.0))
+                            timeout=openai.Timeout(10.0))
         user = {"messages": [{"role": "system", "content": s.system}, {"role": "user", "content": s.prompt}]}
         with tracing.session("langchain-secrets"):
             create_agent(model, [lookup_card, charge]).invoke(user)
