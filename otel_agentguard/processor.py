@@ -28,16 +28,19 @@ import math
 import os
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NonRecordingSpan, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
+from otel_agentguard._context import SESSION_KEY, SessionContext
 from otel_agentguard._enforce import Intervention
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
 from otel_agentguard.attributes import SESSION_ID  # a module global: read for every span
@@ -55,12 +58,13 @@ from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import (
     SESSION_ATTRIBUTES,
+    SESSION_BAGGAGE,
     current_context,
     named_session,
     session_in_context,
     span_attributes,
 )
-from otel_agentguard.span_stamp import stamp_starting
+from otel_agentguard.span_stamp import stamp_starting, writes_as_the_sdk
 from otel_agentguard.steps import (
     KIND_OF_OPERATION,
     STEP_KIND_ATTRIBUTES,
@@ -162,7 +166,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if type(attrs) is not dict:
                 attrs = span_attributes(span)
             if not _MARKERS.isdisjoint(attrs):
-                self._start_marked(span, attrs, parent_context)
+                # A step in a live session, started by the compiled twin of _start_marked where it can.
+                if _compiled_start is None or not _compiled_start(self, span, attrs, parent_context):
+                    self._start_marked(span, attrs, parent_context)
                 return
             # Neither a step nor naming a session: it joins the context's session, if any.
             if parent_context is None:
@@ -379,6 +385,45 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def live_session_count(self) -> int:
         """Lock-free (a signal handler may ask); a running lone call counts as a live session."""
         return len(self._store) + sum(type(entry) is tuple for entry in list(self._sessions.lone.values()))
+
+
+# --- the compiled span start ----------------------------------------------------------------
+
+
+def _reads_as_the_sdk(kind: type) -> bool:
+    """Whether the compiled start may read a span of this class as the SDK keeps its fields."""
+    return writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
+
+
+def compiled_start_configuration() -> tuple[Any, ...]:
+    """What the compiled span start (``_span_start.c``) is configured with: the classes whose
+    fields it reads, and what :meth:`AgentGuardSpanProcessor._start_marked` takes from its modules."""
+    from otel_agentguard import live_session, session_resolution
+
+    return (
+        AgentGuardSpanProcessor, LiveSessions, SessionStore, LiveSession, live_session.SequenceCounter, Context,
+        SessionContext, BoundedAttributes, NonRecordingSpan,
+        (A.VERDICT, A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.NESTED_STEP, A.SEQUENCE, A.OP_INVOKE_AGENT),
+        SESSION_ATTRIBUTES, SESSION_BAGGAGE, KIND_OF_OPERATION,
+        (SESSION_KEY, session_resolution._BAGGAGE_KEY, session_resolution._SPAN_KEY),
+        current_context, enclosing_step, _reads_as_the_sdk, vars(live_session), "_numbering",
+    )
+
+
+def _compiled_start_marked() -> Callable[[AgentGuardSpanProcessor, Any, dict[str, Any], Context | None], bool] | None:
+    """The compiled span start, configured, when the package was built with it."""
+    try:
+        from otel_agentguard import _span_start
+    except ImportError:  # built without a C compiler, or a free-threaded Python: _start_marked
+        return None
+    try:
+        _span_start.configure(*compiled_start_configuration())
+    except (TypeError, RuntimeError):  # classes it cannot read, or configured already (a reload)
+        return None
+    return _span_start.start_marked
+
+
+_compiled_start = _compiled_start_marked()
 
 
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:

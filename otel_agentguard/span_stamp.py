@@ -39,14 +39,19 @@ _DIRECT = _layout_known()
 _sdk_span_types: dict[type, bool] = {}  # span classes seen: the SDK's (its tracer makes a subclass) or not
 
 
+def writes_as_the_sdk(kind: type) -> bool:
+    """Whether spans of this class keep their attributes where the SDK's do, written as it writes
+    them: the SDK's span, or a subclass that does not override the writers (one that does, to
+    redact say, is written through them)."""
+    return (_DIRECT and issubclass(kind, SDKSpan) and kind.set_attributes is SDKSpan.set_attributes
+            and kind.set_attribute is SDKSpan.set_attribute)
+
+
 def _sdk_span(span: Any) -> bool:
     kind = type(span)
     known = _sdk_span_types.get(kind)
     if known is None:
-        # The SDK's span, or a subclass that writes attributes as it does (one that overrides the
-        # writers, to redact say, is written through them).
-        known = (_DIRECT and issubclass(kind, SDKSpan) and kind.set_attributes is SDKSpan.set_attributes
-                 and kind.set_attribute is SDKSpan.set_attribute)
+        known = writes_as_the_sdk(kind)
         if len(_sdk_span_types) < 64:
             _sdk_span_types[kind] = known
     return known
