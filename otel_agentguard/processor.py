@@ -14,6 +14,12 @@ Most spans of a service are no agent step: a span with none of the attributes
 that make a step or name a session costs one set test and the context's session
 lookup, and is stamped only when it runs inside a session.
 
+Where the package was built with a C compiler, the start and end of a step span
+in a live session (observe mode, the SDK's own spans) run in ``_span_paths.c``,
+a compiled twin of :meth:`~AgentGuardSpanProcessor._start_marked` and
+:meth:`~AgentGuardSpanProcessor._session_span_ended` that leaves everything
+else to them, having changed nothing.
+
 Threading contract (the SDK's): ``on_start`` and ``on_end`` run synchronously
 on the thread that starts or ends the span, from any number of threads. They
 never raise: the SDK's multi-processor has no try/except, so an exception here
@@ -28,7 +34,7 @@ import math
 import os
 import time
 import weakref
-from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from opentelemetry import trace
@@ -73,7 +79,8 @@ from otel_agentguard.steps import (
     step_from_attributes,
     step_kind,
 )
-from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
+from otel_agentguard.tool_calls import REQUESTED_CALL_ATTRIBUTES
+from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes, write_alerts
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +199,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 attrs = span_attributes(span)
             session_id = attrs.get(SESSION_ID)
             if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
-                self._session_span_ended(span, attrs, session_id)
+                # A step of a live session, ended by the compiled twin of _session_span_ended where it can.
+                if _compiled_end is None or not _compiled_end(self, span, attrs, session_id):
+                    self._session_span_ended(span, attrs, session_id)
         except Exception as exc:  # deliberate: never raise into the user's span.end()
             _internal_errors.report("processor.on_end", exc)
 
@@ -387,7 +396,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return len(self._store) + sum(type(entry) is tuple for entry in list(self._sessions.lone.values()))
 
 
-# --- the compiled span start ----------------------------------------------------------------
+# --- the compiled span paths ----------------------------------------------------------------
 
 
 def _reads_as_the_sdk(kind: type) -> bool:
@@ -395,35 +404,68 @@ def _reads_as_the_sdk(kind: type) -> bool:
     return writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
 
 
-def compiled_start_configuration() -> tuple[Any, ...]:
-    """What the compiled span start (``_span_start.c``) is configured with: the classes whose
-    fields it reads, and what :meth:`AgentGuardSpanProcessor._start_marked` takes from its modules."""
-    from otel_agentguard import live_session, session_resolution
+def compiled_span_paths_configuration() -> dict[str, Any]:
+    """What the compiled span paths (``_span_paths.c``) are configured with: the classes whose
+    fields they read and write, and what :meth:`AgentGuardSpanProcessor._start_marked`,
+    :meth:`~AgentGuardSpanProcessor._session_span_ended` and the methods of :class:`LiveSessions`
+    they stand for take from their modules."""
+    from otel_agentguard import judge, live_session, live_sessions, session_resolution, steps
 
-    return (
-        AgentGuardSpanProcessor, LiveSessions, SessionStore, LiveSession, live_session.SequenceCounter, Context,
-        SessionContext, BoundedAttributes, NonRecordingSpan,
-        (A.VERDICT, A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.NESTED_STEP, A.SEQUENCE, A.OP_INVOKE_AGENT),
-        SESSION_ATTRIBUTES, SESSION_BAGGAGE, KIND_OF_OPERATION,
-        (SESSION_KEY, session_resolution._BAGGAGE_KEY, session_resolution._SPAN_KEY),
-        current_context, enclosing_step, _reads_as_the_sdk, vars(live_session), "_numbering",
-    )
+    return {
+        "processor": AgentGuardSpanProcessor, "sessions": LiveSessions, "store": SessionStore, "session": LiveSession,
+        "counter": live_session.SequenceCounter, "buffer": judge.SequenceBuffer, "step": Step, "context": Context,
+        "session_context": SessionContext, "attributes": BoundedAttributes, "non_recording_span": NonRecordingSpan,
+        "readable_span": ReadableSpan,
+        "names": (A.VERDICT, A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.NESTED_STEP, A.SEQUENCE, A.OP_INVOKE_AGENT),
+        "session_attributes": SESSION_ATTRIBUTES, "session_baggage": SESSION_BAGGAGE,
+        "kind_of_operation": KIND_OF_OPERATION, "tool": TOOL, "status_error": StatusCode.ERROR,
+        "context_keys": (SESSION_KEY, session_resolution._BAGGAGE_KEY, session_resolution._SPAN_KEY),
+        "current_context": current_context, "enclosing_step": enclosing_step, "reads_as_the_sdk": _reads_as_the_sdk,
+        "report": _internal_errors.report, "step_failed": "processor.step", "write_alerts": write_alerts,
+        "judge_observe": judge._compiled.observe if judge._compiled is not None else None,
+        "tool_step": steps._compiled.tool_step if steps._compiled is not None else None,
+        "model_step": steps._compiled.model_step if steps._compiled is not None else None,
+        "numbering_globals": vars(live_session), "numbering_name": "_numbering",
+        "response_id": A.GEN_AI_RESPONSE_ID, "requested_call_attributes": REQUESTED_CALL_ATTRIBUTES,
+        # The functions each path stands for or calls round, as they are now: where one is replaced
+        # (a test injecting a fault, a patch of the user's), the Python methods run instead.
+        "start_pins": _pins((AgentGuardSpanProcessor, "_start_marked"), (globals(), "named_session"),
+                            (globals(), "session_in_context"), (globals(), "enclosing_step"),
+                            (globals(), "stamp_starting"), (vars(session_resolution), "current_context"),
+                            (LiveSessions, "open"), (SessionStore, "get"), (LiveSession, "start_step")),
+        "end_pins": _pins((AgentGuardSpanProcessor, "_session_span_ended"), (AgentGuardSpanProcessor, "_ended_in"),
+                          (AgentGuardSpanProcessor, "_step"), (globals(), "step_from_attributes"),
+                          (vars(steps), "_compiled"), (LiveSessions, "peek"), (LiveSessions, "step_ended"),
+                          (LiveSessions, "_observe"), (vars(live_sessions), "write_alerts"),
+                          (vars(live_sessions), "same_response"), (vars(live_sessions), "records_requested_calls"),
+                          (LiveSession, "is_session_span"), (LiveSession, "step_span_ended"),
+                          (judge.SequenceBuffer, "push"), (judge.SessionJudge, "observe"), (vars(judge), "_compiled"),
+                          (vars(_internal_errors), "report")),
+    }
 
 
-def _compiled_start_marked() -> Callable[[AgentGuardSpanProcessor, Any, dict[str, Any], Context | None], bool] | None:
-    """The compiled span start, configured, when the package was built with it."""
+def _pins(*where: tuple[Any, str]) -> tuple[tuple[Any, str, Any], ...]:
+    """(namespace, name, what it holds now) for each (a module's globals or a class, name)."""
+    return tuple((namespace, name, (namespace if isinstance(namespace, dict) else vars(namespace))[name])
+                 for namespace, name in where)
+
+
+def _compiled_span_paths() -> ModuleType | None:
+    """The compiled span paths, configured, when the package was built with them."""
     try:
-        from otel_agentguard import _span_start
-    except ImportError:  # built without a C compiler, or a free-threaded Python: _start_marked
+        from otel_agentguard import _span_paths
+    except ImportError:  # built without a C compiler, or a free-threaded Python: the methods above
         return None
     try:
-        _span_start.configure(*compiled_start_configuration())
-    except (TypeError, RuntimeError):  # classes it cannot read, or configured already (a reload)
+        _span_paths.configure(compiled_span_paths_configuration())
+    except (TypeError, RuntimeError):  # classes they cannot read, or configured already (a reload)
         return None
-    return _span_start.start_marked
+    return _span_paths
 
 
-_compiled_start = _compiled_start_marked()
+_span_paths_module = _compiled_span_paths()
+_compiled_start = _span_paths_module.start_marked if _span_paths_module is not None else None
+_compiled_end = _span_paths_module.end_in_session if _span_paths_module is not None else None
 
 
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:

@@ -71,8 +71,10 @@ def requested_calls(attrs: Mapping[str, Any]) -> list[RequestedCall]:
 def records_requested_calls(attrs: Mapping[str, Any]) -> bool:
     """Whether a model span has any attribute :func:`requested_calls` reads (a cheap test:
     without captured content it has none)."""
-    return (A.GEN_AI_OUTPUT_MESSAGES in attrs or _OI_OUTPUT_ROLE in attrs or _OI_FIRST_CALL in attrs
-            or _LEGACY_FIRST_CALL in attrs)
+    for key in REQUESTED_CALL_ATTRIBUTES:
+        if key in attrs:
+            return True
+    return False
 
 
 def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:
@@ -106,6 +108,8 @@ _OI_OUTPUT_ROLE = "llm.output_messages.0.message.role"
 REPLY_KEYS = (A.GEN_AI_OUTPUT_MESSAGES, _OI_OUTPUT_ROLE, "gen_ai.completion.0.role")
 _OI_FIRST_CALL = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
 _LEGACY_FIRST_CALL = "gen_ai.completion.0.tool_calls.0.name"
+#: The attributes :func:`requested_calls` starts from: a model span without any names no call.
+REQUESTED_CALL_ATTRIBUTES = (A.GEN_AI_OUTPUT_MESSAGES, _OI_OUTPUT_ROLE, _OI_FIRST_CALL, _LEGACY_FIRST_CALL)
 
 
 # --- readers -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ if [ -z "$python" ]; then
   echo "check-oldest-python.sh: no Python 3.10 found: skipped"
   exit 0
 fi
-modules=(otel_agentguard/_plain_check otel_agentguard/replay/_typed_attributes otel_agentguard/_step_reader otel_agentguard/_judge_pass otel_agentguard/_span_start)
+modules=(otel_agentguard/_plain_check otel_agentguard/replay/_typed_attributes otel_agentguard/_step_reader otel_agentguard/_judge_pass otel_agentguard/_span_paths)
 stale=""
 for module in "${modules[@]}"; do
   if [ "$module.c" -nt "$venv/.installed" ]; then stale=1; fi

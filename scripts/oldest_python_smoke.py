@@ -33,10 +33,11 @@ assert lookup.arguments(arguments) == lookup.arguments(dict(reversed(arguments.i
 with redirect_stdout(io.StringIO()) as out:
     code = run(["replay", "--format", "json", str(ROOT / "tests/data/foreign/traceloop-loop.jsonl")])
 assert code == 0 and '"tool_loop"' in out.getvalue(), out.getvalue()[:500]
-# Where the step reader, the judge's pass and the span start were compiled, they take this Python's classes.
+# Where the step reader, the judge's pass and the span paths were compiled, they take this Python's classes.
 from otel_agentguard import judge, processor, steps  # noqa: E402  (after every module above imported)
 
 assert importlib.util.find_spec("otel_agentguard._step_reader") is None or steps._compiled is not None
 assert importlib.util.find_spec("otel_agentguard._judge_pass") is None or judge._compiled is not None
-assert importlib.util.find_spec("otel_agentguard._span_start") is None or processor._compiled_start is not None
+assert importlib.util.find_spec("otel_agentguard._span_paths") is None or (
+    processor._compiled_start is not None and processor._compiled_end is not None)
 print(f"Python {sys.version.split()[0]}: every module imports, fingerprints and replay work")

@@ -1,0 +1,1212 @@
+/* The processor's start and end of a step span in a live session, compiled (optional).
+ *
+ * AgentGuardSpanProcessor.on_start hands a span whose attributes may make it a step, name a
+ * session or mark a duplicate to _start_marked. start_marked() here does the same for the usual
+ * such span: an SDK span in observe mode, whose operation name is a str, whose session is named
+ * by its attributes or found in the context (an enclosing session, baggage, the session stamped
+ * on its parent) and is live already. It reads what the Python method reads, in its order, and
+ * returns False before changing anything when a value is of another type or the span needs
+ * anything else: a session to open, a lone call, a session span to attach, a duplicate to
+ * remember. The caller then runs the Python method, the reference. Otherwise it does what that
+ * method does: counts the session as used (under the store's lock), numbers the step (under the
+ * lock of every counter) and writes the stamps into the SDK's attribute dict, or through
+ * set_attributes where the span's attributes have limits or hold a stamp already.
+ *
+ * Tests drive the same spans through both (tests/test_span_start.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_slots.h"
+
+/* The slots read and written, by class. configure() finds their offsets. */
+enum {
+    LS_SEQUENCE, LS_IMPLICIT, LS_RUNNING, LS_FIRST_SEQUENCE, LS_SESSION_SPAN, LS_SESSION_SPAN_ID, LS_LOCK, LS_BUFFER,
+    LS_JUDGE, LS_ENDED, LS_ENFORCER, LS_DERIVED, LS_LAST_CONTEXT, LS_LAST_RESPONSE_ID, SESSION_SLOTS
+};
+static const char *const session_slot_names[SESSION_SLOTS] = {
+    "sequence", "implicit", "running", "first_sequence", "session_span", "session_span_id", "lock", "buffer",
+    "judge", "ended", "enforcer", "derived", "last_context", "last_response_id",
+};
+enum { B_NEXT, B_PENDING, B_SKIPPED, BUFFER_SLOTS };
+static const char *const buffer_slot_names[BUFFER_SLOTS] = {"_next", "_pending", "_skipped"};
+enum { ST_SEQUENCE, ST_FINAL, STEP_SLOTS };
+static const char *const step_slot_names[STEP_SLOTS] = {"sequence", "final"};
+
+/* Set once by configure() and never changed. */
+static PyTypeObject *processor_type, *sessions_type, *store_type, *session_type, *counter_type, *buffer_type,
+    *step_type, *context_type, *session_context_type, *attributes_type, *non_recording_type, *readable_type;
+static Py_ssize_t session_slots[SESSION_SLOTS], buffer_slots[BUFFER_SLOTS], step_slots[STEP_SLOTS],
+    counter_last_slot, session_context_id_slot;
+static PyObject *a_verdict, *a_operation, *a_session_id, *a_nested_step, *a_sequence, *op_invoke_agent, *tool_kind,
+    *status_error, *a_response_id;
+static PyObject *requested_call_attributes;             /* a model span with any of them names its calls */
+static PyObject *start_pins, *end_pins; /* (namespace, name, function) the paths stand for or call round */
+static PyObject *session_attributes, *session_baggage; /* tuples of str, most specific first */
+static PyObject *kind_of_operation;                    /* operation name -> step kind */
+static PyObject *k_session, *k_baggage, *k_span;       /* the context's keys */
+static PyObject *current_context, *enclosing_step, *reads_as_the_sdk, *report, *write_alerts, *judge_observe,
+    *tool_step, *model_step;
+static PyObject *numbering_globals, *numbering_name;   /* the counters' lock: renewed in a forked child */
+static PyObject *span_types;                           /* span class -> whether reads_as_the_sdk */
+static PyObject *step_failed;                          /* the kind of failure reported for a lost step */
+static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_lock, *s_clock, *s_attributes,
+    *s_dict, *s_parent, *s_max_value_len, *s_immutable, *s_maxlen, *s_acquire, *s_release, *s_move_to_end,
+    *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
+    *s_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
+    *s_observe, *s_final;
+
+#define MAX_SPAN_TYPES 64
+
+/* What a lookup found. */
+enum { ERROR = -1, LEFT_TO_PYTHON = -2, NOTHING = 0, FOUND = 1 };
+
+static int
+is_text(PyObject *value)
+{
+    return value != NULL && PyUnicode_CheckExact(value);
+}
+
+/* Whether the span's class keeps its attributes and parent where the SDK's does (asked of Python
+ * once per class): 1, 0, or -1 with an error set. */
+static int
+sdk_span(PyObject *span)
+{
+    PyObject *kind = (PyObject *)Py_TYPE(span);
+    PyObject *known = PyDict_GetItemWithError(span_types, kind); /* borrowed */
+    if (known != NULL)
+        return known == Py_True;
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *answer = PyObject_CallOneArg(reads_as_the_sdk, kind);
+    if (answer == NULL)
+        return -1;
+    int yes = answer == Py_True;
+    Py_DECREF(answer);
+    if (PyDict_GET_SIZE(span_types) < MAX_SPAN_TYPES && PyDict_SetItem(span_types, kind, yes ? Py_True : Py_False) < 0)
+        return -1;
+    return yes;
+}
+
+/* An attribute; NULL with no error set where it is missing (an AttributeError, which the Python
+ * code reads as "not the SDK's" or lets reach the same error itself), NULL with any other error. */
+static PyObject *
+field(PyObject *object, PyObject *name)
+{
+    PyObject *found = PyObject_GetAttr(object, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+        PyErr_Clear();
+    return found;
+}
+
+/* An SDK span's attribute dict (a new reference), as span_attributes reads it; NULL, with no
+ * error set, for any other span; NULL with an error that is no AttributeError. */
+static PyObject *
+attribute_dict(PyObject *span)
+{
+    PyObject *store = field(span, s_attributes);
+    if (store == NULL)
+        return NULL;
+    PyObject *found = field(store, s_dict);
+    Py_DECREF(store);
+    if (found != NULL && !PyDict_CheckExact(found))
+        Py_CLEAR(found);
+    return found;
+}
+
+/* The value under `key`: a borrowed reference, or NULL (absent, or an error set). */
+static PyObject *
+lookup(PyObject *dict, PyObject *key)
+{
+    return PyDict_GetItemWithError(dict, key);
+}
+
+/* Whether every function the compiled paths stand for, or call round, is still the one they were
+ * configured with (a test or a user may have replaced one): 1, 0, or -1 with an error. */
+static int
+unchanged(PyObject *pins)
+{
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(pins); at++) {
+        PyObject *pin = PyTuple_GET_ITEM(pins, at);
+        PyObject *where = PyTuple_GET_ITEM(pin, 0);
+        PyObject *names = PyType_Check(where) ? ((PyTypeObject *)where)->tp_dict : where;
+        PyObject *now = names == NULL ? NULL : PyDict_GetItemWithError(names, PyTuple_GET_ITEM(pin, 1));
+        if (now != PyTuple_GET_ITEM(pin, 2))
+            return now == NULL && PyErr_Occurred() ? -1 : 0;
+    }
+    return 1;
+}
+
+/* The context a span starts in (a new reference in *context, replacing None): read only where the
+ * Python method reads it. 1, 0 (not the API's own Context: Python reads it) or -1. */
+static int
+resolved(PyObject **context)
+{
+    if (*context == Py_None) {
+        PyObject *current = PyObject_CallNoArgs(current_context);
+        if (current == NULL)
+            return -1;
+        Py_SETREF(*context, current);
+    }
+    return Py_IS_TYPE(*context, context_type);
+}
+
+/* named_session(): the first of `keys` whose value is a non-empty str (*found, borrowed). */
+static int
+named_in(PyObject *entries, PyObject *keys, PyObject **found)
+{
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(keys); at++) {
+        PyObject *value = lookup(entries, PyTuple_GET_ITEM(keys, at));
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                return ERROR;
+            continue;
+        }
+        if (value == Py_None)
+            continue;
+        if (!is_text(value))
+            return LEFT_TO_PYTHON; /* str() of another value, or a falsy one skipped */
+        if (PyUnicode_GET_LENGTH(value)) {
+            *found = value;
+            return FOUND;
+        }
+    }
+    return NOTHING;
+}
+
+/* session_in_context(): the session the context carries (*found, borrowed). */
+static int
+session_in_context(PyObject *context, PyObject **found)
+{
+    PyObject *enclosing = lookup(context, k_session);
+    if (enclosing != NULL) {
+        if (!Py_IS_TYPE(enclosing, session_context_type))
+            return LEFT_TO_PYTHON;
+        PyObject *session_id = SLOT(enclosing, session_context_id_slot);
+        if (!is_text(session_id))
+            return LEFT_TO_PYTHON;
+        *found = session_id;
+        return FOUND;
+    }
+    if (PyErr_Occurred())
+        return ERROR;
+    PyObject *carried = lookup(context, k_baggage);
+    if (carried != NULL) {
+        if (!PyDict_CheckExact(carried))
+            return LEFT_TO_PYTHON;
+        int named = named_in(carried, session_baggage, found);
+        if (named != NOTHING)
+            return named;
+    }
+    else if (PyErr_Occurred())
+        return ERROR;
+    PyObject *parent = lookup(context, k_span);
+    if (parent == NULL)
+        return PyErr_Occurred() ? ERROR : NOTHING;
+    if (Py_IS_TYPE(parent, non_recording_type))
+        return NOTHING; /* a remote parent, or none valid: no attributes, so no stamp */
+    PyObject *attributes = attribute_dict(parent);
+    if (attributes == NULL)
+        return PyErr_Occurred() ? ERROR : LEFT_TO_PYTHON;
+    PyObject *stamped = lookup(attributes, a_session_id);
+    int outcome = NOTHING;
+    if (stamped != NULL && stamped != Py_None) {
+        if (!is_text(stamped))
+            outcome = LEFT_TO_PYTHON;
+        else if (PyUnicode_GET_LENGTH(stamped)) {
+            *found = stamped; /* borrowed from the parent's dict, which the context holds */
+            outcome = FOUND;
+        }
+    }
+    else if (stamped == NULL && PyErr_Occurred())
+        outcome = ERROR;
+    Py_DECREF(attributes);
+    return outcome;
+}
+
+/* Whether a step span of `kind` starting in the context (*resolving, read only if the span has a
+ * parent) duplicates its parent, as the processor asks: NOTHING, FOUND (Python remembers the
+ * duplicate, or reads a context of another kind), or ERROR. The usual parent (an agent
+ * span, or a step of the other kind) is told here; any other goes to enclosing_step(). */
+static int
+duplicates_parent(PyObject *span, PyObject *kind, PyObject *attrs, PyObject **resolving)
+{
+    PyObject *own_parent = PyObject_GetAttr(span, s_parent);
+    if (own_parent == NULL)
+        return ERROR;
+    int root = own_parent == Py_None;
+    Py_DECREF(own_parent);
+    if (root)
+        return NOTHING;
+    int readable = resolved(resolving);
+    if (readable <= 0)
+        return readable < 0 ? ERROR : FOUND; /* a context of another kind: Python reads it */
+    PyObject *context = *resolving;
+    PyObject *parent = lookup(context, k_span);
+    if (parent == NULL)
+        return PyErr_Occurred() ? ERROR : NOTHING;
+    if (Py_IS_TYPE(parent, non_recording_type))
+        return NOTHING; /* no attributes: no step */
+    PyObject *attributes = attribute_dict(parent);
+    if (attributes == NULL && PyErr_Occurred())
+        return ERROR;
+    if (attributes != NULL) {
+        PyObject *operation = PyDict_GET_SIZE(attributes) ? lookup(attributes, a_operation) : NULL;
+        int decided = -1;
+        if (PyDict_GET_SIZE(attributes) == 0)
+            decided = NOTHING;
+        else if (operation == NULL && PyErr_Occurred())
+            decided = ERROR;
+        else if (is_text(operation)) {
+            PyObject *parent_kind = lookup(kind_of_operation, operation);
+            if (parent_kind == NULL && PyErr_Occurred())
+                decided = ERROR;
+            else if (parent_kind != kind) /* the dict's own values: the same object when equal */
+                decided = NOTHING;
+        }
+        Py_DECREF(attributes);
+        if (decided != -1)
+            return decided;
+    }
+    PyObject *step = PyObject_CallFunctionObjArgs(enclosing_step, kind, attrs, context, NULL);
+    if (step == NULL)
+        return ERROR;
+    int duplicate = step != Py_None;
+    Py_DECREF(step);
+    return duplicate ? FOUND : NOTHING;
+}
+
+static int
+call_method(PyObject *object, PyObject *name)
+{
+    PyObject *result = PyObject_CallMethodNoArgs(object, name);
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* Release `lock`, keeping the error set before (unless releasing fails too). */
+static int
+release(PyObject *lock)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (call_method(lock, s_release) < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return -1;
+    }
+    PyErr_Restore(type, value, traceback);
+    return 0;
+}
+
+/* Whether start_step may number a step of the session: its counter and counts are of the usual types. */
+static int
+numbers(PyObject *session)
+{
+    PyObject *counter = SLOT(session, session_slots[LS_SEQUENCE]), *implicit = SLOT(session, session_slots[LS_IMPLICIT]);
+    PyObject *running = SLOT(session, session_slots[LS_RUNNING]);
+    PyObject *last = counter != NULL && Py_IS_TYPE(counter, counter_type) ? SLOT(counter, counter_last_slot) : NULL;
+    return last != NULL && PyLong_CheckExact(last) &&
+           (implicit == Py_False || (implicit == Py_True && running != NULL && PyLong_CheckExact(running)));
+}
+
+/* The live session `session_id` (*found, a new reference), counted as used as SessionStore.get
+ * counts it: FOUND, LEFT_TO_PYTHON (not live: Python opens it; or anything unusual) or ERROR. */
+static int
+live_session(PyObject *processor, PyObject *session_id, PyObject **found)
+{
+    int outcome = LEFT_TO_PYTHON;
+    PyObject *sessions = NULL, *store = NULL, *entries = NULL, *seen = NULL, *lock = NULL, *clock = NULL;
+    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type) ||
+        (store = field(sessions, s_store)) == NULL || !Py_IS_TYPE(store, store_type) ||
+        (entries = field(store, s_entries)) == NULL || !PyDict_Check(entries) ||
+        (seen = field(store, s_seen)) == NULL || !PyDict_CheckExact(seen) ||
+        (lock = field(store, s_lock)) == NULL || (clock = field(store, s_clock)) == NULL)
+        goto done;
+    int live = PyDict_Contains(entries, session_id); /* a miss takes no lock (SessionStore.get's test) */
+    if (live <= 0) {
+        outcome = live < 0 ? ERROR : LEFT_TO_PYTHON;
+        goto done;
+    }
+    if (call_method(lock, s_acquire) < 0) {
+        outcome = ERROR;
+        goto done;
+    }
+    PyObject *session = lookup(entries, session_id);
+    if (session == NULL)
+        outcome = PyErr_Occurred() ? ERROR : LEFT_TO_PYTHON; /* evicted meanwhile */
+    else if (Py_IS_TYPE(session, session_type) && numbers(session)) { /* (else Python, before the touch) */
+        Py_INCREF(session);
+        PyObject *now = PyObject_CallNoArgs(clock);
+        PyObject *moved = now == NULL || PyDict_SetItem(seen, session_id, now) < 0
+                              ? NULL
+                              : PyObject_CallMethodOneArg(entries, s_move_to_end, session_id);
+        Py_XDECREF(now);
+        if (moved == NULL) {
+            Py_DECREF(session);
+            outcome = ERROR;
+        }
+        else {
+            Py_DECREF(moved);
+            *found = session;
+            outcome = FOUND;
+        }
+    }
+    if (release(lock) < 0) {
+        if (outcome == FOUND)
+            Py_CLEAR(*found);
+        outcome = ERROR;
+    }
+done:
+    if (outcome == LEFT_TO_PYTHON && PyErr_Occurred())
+        outcome = ERROR;
+    Py_XDECREF(sessions);
+    Py_XDECREF(store);
+    Py_XDECREF(entries);
+    Py_XDECREF(seen);
+    Py_XDECREF(lock);
+    Py_XDECREF(clock);
+    return outcome;
+}
+
+/* LiveSession.start_step(): the step's sequence number (*number, a new reference), FOUND; or
+ * LEFT_TO_PYTHON, having changed nothing, when a field read is of another type; or ERROR. */
+static int
+start_step(PyObject *session, PyObject **number)
+{
+    PyObject *lock = PyDict_GetItemWithError(numbering_globals, numbering_name); /* read afresh: see _fork */
+    if (lock == NULL)
+        return PyErr_Occurred() ? ERROR : LEFT_TO_PYTHON;
+    Py_INCREF(lock);
+    if (call_method(lock, s_acquire) < 0) {
+        Py_DECREF(lock);
+        return ERROR;
+    }
+    int outcome = LEFT_TO_PYTHON;
+    if (numbers(session)) { /* checked again under the lock: another thread may have written meanwhile */
+        PyObject *counter = SLOT(session, session_slots[LS_SEQUENCE]), *implicit = SLOT(session, session_slots[LS_IMPLICIT]);
+        PyObject *running = SLOT(session, session_slots[LS_RUNNING]), *last = SLOT(counter, counter_last_slot);
+        outcome = ERROR;
+        PyObject *one = PyLong_FromLong(1);
+        PyObject *more = one != NULL && implicit == Py_True ? PyNumber_Add(running, one) : NULL;
+        if (one != NULL && (implicit == Py_False || more != NULL)) {
+            PyObject *next = PyNumber_Add(last, one);
+            if (next != NULL) {
+                if (more != NULL)
+                    Py_SETREF(SLOT(session, session_slots[LS_RUNNING]), Py_NewRef(more));
+                Py_SETREF(SLOT(counter, counter_last_slot), Py_NewRef(next));
+                *number = next;
+                outcome = FOUND;
+            }
+        }
+        Py_XDECREF(more);
+        Py_XDECREF(one);
+    }
+    if (release(lock) < 0) {
+        if (outcome == FOUND)
+            Py_CLEAR(*number);
+        outcome = ERROR;
+    }
+    Py_DECREF(lock);
+    return outcome;
+}
+
+/* Whether stamp_starting writes the stamps straight into the span's attribute dict (*dict, a new
+ * reference): the SDK's attributes with no limit to apply and none of the stamps yet. */
+static int
+writable(PyObject *span, Py_ssize_t count, PyObject *const *keys, PyObject **dict)
+{
+    PyObject *store = field(span, s_attributes); /* getattr(span, "_attributes", None) */
+    if (store == NULL || !Py_IS_TYPE(store, attributes_type)) {
+        Py_XDECREF(store);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int yes = -1;
+    PyObject *max_value_len = PyObject_GetAttr(store, s_max_value_len);
+    PyObject *immutable = max_value_len == NULL ? NULL : PyObject_GetAttr(store, s_immutable);
+    PyObject *maxlen = immutable == NULL ? NULL : PyObject_GetAttr(store, s_maxlen);
+    PyObject *inner = maxlen == NULL ? NULL : PyObject_GetAttr(store, s_dict);
+    Py_DECREF(store);
+    if (inner == NULL)
+        goto done;
+    yes = 0;
+    if (max_value_len != Py_None || !PyDict_CheckExact(inner))
+        goto done;
+    int frozen = PyObject_IsTrue(immutable);
+    if (frozen) {
+        yes = frozen < 0 ? -1 : 0;
+        goto done;
+    }
+    if (maxlen != Py_None) {
+        PyObject *needed = PyLong_FromSsize_t(PyDict_GET_SIZE(inner) + count);
+        int fits = needed == NULL ? -1 : PyObject_RichCompareBool(needed, maxlen, Py_LE);
+        Py_XDECREF(needed);
+        if (fits <= 0) {
+            yes = fits;
+            goto done;
+        }
+    }
+    for (Py_ssize_t at = 0; at < count; at++) {
+        int there = PyDict_Contains(inner, keys[at]);
+        if (there) {
+            yes = there < 0 ? -1 : 0;
+            goto done;
+        }
+    }
+    yes = 1;
+    *dict = Py_NewRef(inner);
+done:
+    Py_XDECREF(max_value_len);
+    Py_XDECREF(immutable);
+    Py_XDECREF(maxlen);
+    Py_XDECREF(inner);
+    return yes;
+}
+
+/* span_stamp.stamp_starting(span, stamps): the session id (where given) and the sequence number
+ * (where given), in that order. */
+static int
+stamp(PyObject *span, PyObject *session_id, PyObject *sequence)
+{
+    PyObject *keys[2], *values[2];
+    Py_ssize_t count = 0;
+    if (session_id != NULL) {
+        keys[count] = a_session_id;
+        values[count++] = session_id;
+    }
+    if (sequence != NULL) {
+        keys[count] = a_sequence;
+        values[count++] = sequence;
+    }
+    if (count == 0)
+        return 0;
+    PyObject *dict = NULL;
+    int direct = writable(span, count, keys, &dict);
+    if (direct < 0)
+        return -1;
+    if (!direct && (dict = PyDict_New()) == NULL)
+        return -1;
+    int failed = 0;
+    for (Py_ssize_t at = 0; at < count && !failed; at++)
+        failed = PyDict_SetItem(dict, keys[at], values[at]) < 0;
+    if (!direct && !failed) {
+        PyObject *written = PyObject_CallMethodOneArg(span, s_set_attributes, dict);
+        failed = written == NULL;
+        Py_XDECREF(written);
+    }
+    Py_DECREF(dict);
+    return failed ? -1 : 0;
+}
+
+/* start_marked(processor, span, attrs, parent_context): True when the span's start is done; False,
+ * with nothing changed, for the Python method to do it. */
+static PyObject *
+start_marked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "start_marked() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *processor = args[0], *span = args[1], *attrs = args[2];
+    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type) || !PyDict_CheckExact(attrs))
+        Py_RETURN_FALSE;
+    int same = unchanged(start_pins);
+    if (same <= 0)
+        return same < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *enforcement = field(processor, s_enforcement);
+    int observing = enforcement == Py_None;
+    Py_XDECREF(enforcement);
+    if (!observing) /* enforce mode tracks every span's scope */
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    int plain = sdk_span(span);
+    if (plain <= 0)
+        return plain < 0 ? NULL : Py_NewRef(Py_False);
+
+    int verdict = PyDict_Contains(attrs, a_verdict);
+    if (verdict)
+        return verdict < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *operation = lookup(attrs, a_operation);
+    if (!is_text(operation))
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    PyObject *kind = lookup(kind_of_operation, operation); /* NULL: no step */
+    if (kind == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *named = NULL;
+    int found = named_in(attrs, session_attributes, &named);
+    if (found < NOTHING)
+        return found == ERROR ? NULL : Py_NewRef(Py_False);
+    if (named != NULL) {
+        int invoke_agent = PyUnicode_Compare(operation, op_invoke_agent);
+        if (invoke_agent == -1 && PyErr_Occurred())
+            return NULL;
+        if (invoke_agent == 0)
+            Py_RETURN_FALSE; /* a session span, which its session attaches */
+    }
+    /* Held from here: the calls below may run any code. */
+    PyObject *context = Py_NewRef(args[3]), *session_id = Py_XNewRef(named), *session = NULL, *sequence = NULL;
+    PyObject *result = Py_False;
+    Py_XINCREF(kind);
+    if (session_id == NULL) {
+        PyObject *carried = NULL;
+        if ((found = resolved(&context)) <= 0 || (found = session_in_context(context, &carried)) < NOTHING) {
+            result = found == ERROR ? NULL : Py_False;
+            goto done;
+        }
+        session_id = Py_XNewRef(carried);
+    }
+    if (session_id == NULL) {
+        if (kind == NULL)
+            result = Py_True; /* in no session, and no step */
+        goto done;            /* else a step in no session: its trace stands in, which Python decides */
+    }
+    PyObject *stamped = lookup(attrs, a_session_id);
+    int stamp_id = 1;
+    if (stamped != NULL && (!is_text(stamped) ||
+                            ((stamp_id = PyUnicode_Compare(stamped, session_id)) == -1 && PyErr_Occurred())))
+        goto done;
+    PyObject *nested = lookup(attrs, a_nested_step);
+    if (nested != NULL && nested != Py_None && nested != Py_False && nested != Py_True)
+        goto done;
+    if (PyErr_Occurred())
+        goto done;
+    if (kind == NULL || nested == Py_True) {
+        /* Inside the session only; or a duplicate another instrumentation marked itself. */
+        result = stamp(span, stamp_id ? session_id : NULL, NULL) < 0 ? NULL : Py_True;
+        goto done;
+    }
+    found = duplicates_parent(span, kind, attrs, &context);
+    if (found != NOTHING) {
+        result = found == ERROR ? NULL : Py_False; /* a duplicate: Python remembers it */
+        goto done;
+    }
+    /* Decided, up to the session: from here on, the Python method's order. */
+    if ((found = live_session(processor, session_id, &session)) != FOUND) {
+        result = found == ERROR ? NULL : Py_False;
+        goto done;
+    }
+    if ((found = start_step(session, &sequence)) != FOUND) {
+        result = found == ERROR ? NULL : Py_False; /* (counted as used already, as Python counts it) */
+        goto done;
+    }
+    result = stamp(span, stamp_id ? session_id : NULL, sequence) < 0 ? NULL : Py_True;
+done:
+    if (result == Py_False && PyErr_Occurred())
+        result = NULL;
+    Py_XDECREF(sequence);
+    Py_XDECREF(session);
+    Py_XDECREF(session_id);
+    Py_XDECREF(kind);
+    Py_DECREF(context);
+    return Py_XNewRef(result);
+}
+
+/* --- the end of a step span ---------------------------------------------------------------- */
+
+/* A Python method's result dropped: 0, or -1 with its error. */
+static int
+done_with(PyObject *result)
+{
+    Py_XDECREF(result);
+    return result == NULL ? -1 : 0;
+}
+
+/* LiveSession.step_span_ended(): a session no id names counts its running steps. */
+static int
+step_span_ended(PyObject *session)
+{
+    PyObject *lock = PyDict_GetItemWithError(numbering_globals, numbering_name);
+    if (lock == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the counters' lock is gone");
+        return -1;
+    }
+    Py_INCREF(lock);
+    int failed = call_method(lock, s_acquire) < 0;
+    if (!failed) {
+        PyObject *one = PyLong_FromLong(1);
+        PyObject *fewer = one == NULL ? NULL : PyNumber_Subtract(SLOT(session, session_slots[LS_RUNNING]), one);
+        Py_XDECREF(one);
+        if (fewer == NULL)
+            failed = 1;
+        else
+            Py_SETREF(SLOT(session, session_slots[LS_RUNNING]), fewer);
+        failed = release(lock) < 0 || failed;
+    }
+    Py_DECREF(lock);
+    return failed ? -1 : 0;
+}
+
+/* `x or 0` of a span's start or end time (a new reference). */
+static PyObject *
+time_or_zero(PyObject *span, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(span, name);
+    if (value == NULL)
+        return NULL;
+    int set = PyObject_IsTrue(value);
+    if (set > 0)
+        return value;
+    Py_DECREF(value);
+    return set < 0 ? NULL : PyLong_FromLong(0);
+}
+
+/* The step a span's attributes describe: the compiled step reader's, else (for values it does not
+ * read) the processor's _step, which runs the Python readers. */
+static PyObject *
+read_step(PyObject *processor, PyObject *sessions, PyObject *span, PyObject *attrs, PyObject *kind,
+          PyObject *session_id, PyObject *sequence)
+{
+    PyObject *reader = kind == tool_kind ? tool_step : model_step;
+    if (reader != Py_None) {
+        PyObject *name = NULL, *start = NULL, *end = NULL, *status = NULL, *code = NULL, *policy = NULL,
+                 *payloads = NULL, *step = NULL;
+        if ((start = time_or_zero(span, s_start_time)) != NULL && (end = time_or_zero(span, s_end_time)) != NULL) {
+            if (kind == tool_kind) {
+                if ((name = PyObject_GetAttr(span, s_name)) != NULL &&
+                    (status = PyObject_GetAttr(span, s_status)) != NULL &&
+                    (code = PyObject_GetAttr(status, s_status_code)) != NULL &&
+                    (policy = PyObject_GetAttr(processor, s_policy)) != NULL &&
+                    (payloads = PyObject_GetAttr(sessions, s_payloads)) != NULL) {
+                    PyObject *call[9] = {attrs, session_id, sequence, policy, name, start, end,
+                                         code == status_error ? Py_True : Py_False, payloads};
+                    step = PyObject_Vectorcall(reader, call, 9, NULL);
+                }
+            }
+            else {
+                PyObject *call[5] = {attrs, session_id, sequence, start, end};
+                step = PyObject_Vectorcall(reader, call, 5, NULL);
+            }
+        }
+        Py_XDECREF(name);
+        Py_XDECREF(start);
+        Py_XDECREF(end);
+        Py_XDECREF(status);
+        Py_XDECREF(code);
+        Py_XDECREF(policy);
+        Py_XDECREF(payloads);
+        if (step != Py_None)
+            return step; /* the step, or NULL with the reader's error */
+        Py_DECREF(step);
+    }
+    return PyObject_CallMethodObjArgs(processor, s_step, span, attrs, kind, session_id, sequence, NULL);
+}
+
+/* SequenceBuffer.push(step): the steps released (a new list). */
+static PyObject *
+push(PyObject *buffer, PyObject *step)
+{
+    if (Py_IS_TYPE(buffer, buffer_type)) {
+        PyObject *next = SLOT(buffer, buffer_slots[B_NEXT]), *pending = SLOT(buffer, buffer_slots[B_PENDING]),
+                 *skipped = SLOT(buffer, buffer_slots[B_SKIPPED]), *sequence = SLOT(step, step_slots[ST_SEQUENCE]);
+        if (next != NULL && PyLong_CheckExact(next) && sequence != NULL && PyLong_CheckExact(sequence) &&
+            (pending == Py_None || (pending != NULL && PyList_CheckExact(pending) && !PyList_GET_SIZE(pending))) &&
+            (skipped == Py_None || (skipped != NULL && PySet_CheckExact(skipped) && !PySet_GET_SIZE(skipped)))) {
+            int late = PyObject_RichCompareBool(sequence, next, Py_LT);
+            int awaited = late ? 0 : PyObject_RichCompareBool(sequence, next, Py_EQ);
+            if (late < 0 || awaited < 0)
+                return NULL;
+            if (awaited) { /* the usual case: the step it waits for, nothing held back */
+                PyObject *one = PyLong_FromLong(1);
+                PyObject *after = one == NULL ? NULL : PyNumber_Add(sequence, one);
+                Py_XDECREF(one);
+                if (after == NULL)
+                    return NULL;
+                Py_SETREF(SLOT(buffer, buffer_slots[B_NEXT]), after);
+            }
+            if (late || awaited) {
+                PyObject *released = PyList_New(1);
+                if (released != NULL)
+                    PyList_SET_ITEM(released, 0, Py_NewRef(step));
+                return released;
+            }
+        }
+    }
+    return PyObject_CallMethodOneArg(buffer, s_push, step);
+}
+
+/* LiveSessions._observe(session, steps), under the session's lock: the alerts raised (a new list)
+ * and whether a step was final; NULL with an error. */
+static PyObject *
+observe(PyObject *session, PyObject *steps, int *final)
+{
+    PyObject *raised = PyList_New(0);
+    if (raised == NULL)
+        return NULL;
+    *final = 0;
+    int ended = PyObject_IsTrue(SLOT(session, session_slots[LS_ENDED]));
+    if (ended)
+        return ended < 0 ? (Py_DECREF(raised), NULL) : raised;
+    PyObject *judge = SLOT(session, session_slots[LS_JUDGE]);
+    Py_INCREF(judge);
+    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(steps); at++) {
+        PyObject *step = PyList_GET_ITEM(steps, at);
+        PyObject *found = judge_observe == Py_None ? Py_NewRef(Py_None)
+                                                   : PyObject_CallFunctionObjArgs(judge_observe, judge, step, NULL);
+        if (found == Py_None) {
+            Py_DECREF(found);
+            found = PyObject_CallMethodOneArg(judge, s_observe, step);
+        }
+        int failed = found == NULL;
+        if (!failed) {
+            int any = PyObject_IsTrue(found);
+            failed = any < 0;
+            if (any > 0) {
+                Py_ssize_t end = PyList_GET_SIZE(raised);
+                failed = PyList_SetSlice(raised, end, end, found) < 0;
+            }
+            Py_DECREF(found);
+        }
+        if (!failed && !*final) { /* `final or step.final` */
+            PyObject *is_final = Py_IS_TYPE(step, step_type) ? Py_XNewRef(SLOT(step, step_slots[ST_FINAL]))
+                                                             : PyObject_GetAttr(step, s_final);
+            int yes = is_final == NULL ? -1 : PyObject_IsTrue(is_final);
+            if (is_final == NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_AttributeError, "final");
+            Py_XDECREF(is_final);
+            failed = yes < 0;
+            *final = yes > 0;
+        }
+        if (failed) {
+            Py_DECREF(judge);
+            Py_DECREF(raised);
+            return NULL;
+        }
+    }
+    Py_DECREF(judge);
+    if (PyList_GET_SIZE(raised) && done_with(PyObject_CallFunctionObjArgs(write_alerts, session, raised, NULL)) < 0)
+        Py_CLEAR(raised);
+    return raised;
+}
+
+/* The model call's response id, as duplicate_spans.response_id reads it (borrowed), or NULL. */
+static PyObject *
+response_id(PyObject *attrs)
+{
+    PyObject *value = lookup(attrs, a_response_id);
+    return is_text(value) && PyUnicode_GET_LENGTH(value) ? value : NULL;
+}
+
+/* LiveSessions.step_ended(session, kind, step, attrs, span) for the usual step: a tool step, or a
+ * model step naming no call a later span may answer, no derived call waiting in the session. Any
+ * other goes to the Python method (which takes the lock itself). */
+static int
+step_ended(PyObject *sessions, PyObject *session, PyObject *kind, PyObject *step, PyObject *attrs, PyObject *span)
+{
+    if (!Py_IS_TYPE(step, step_type)) /* a step made otherwise (a subclass of the processor's) */
+        return done_with(PyObject_CallMethodObjArgs(sessions, s_step_ended, session, kind, step, attrs, span, NULL));
+    int model = kind != tool_kind;
+    for (Py_ssize_t at = 0; model && at < PyTuple_GET_SIZE(requested_call_attributes); at++) {
+        int names_calls = PyDict_Contains(attrs, PyTuple_GET_ITEM(requested_call_attributes, at));
+        if (names_calls < 0)
+            return -1;
+        if (names_calls) /* derived tool steps to read from it: Python's part */
+            return done_with(PyObject_CallMethodObjArgs(sessions, s_step_ended, session, kind, step, attrs, span,
+                                                        NULL));
+    }
+    PyObject *current = model ? Py_XNewRef(response_id(attrs)) : NULL; /* held: the lock may switch threads */
+    if (model && current == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *lock = Py_NewRef(SLOT(session, session_slots[LS_LOCK]));
+    if (call_method(lock, s_acquire) < 0) {
+        Py_DECREF(lock);
+        Py_XDECREF(current);
+        return -1;
+    }
+    if (SLOT(session, session_slots[LS_DERIVED]) != Py_None) { /* a derived step may wait: Python's part */
+        int released = release(lock);
+        Py_DECREF(lock);
+        Py_XDECREF(current);
+        return released < 0 ? -1 : done_with(PyObject_CallMethodObjArgs(sessions, s_step_ended, session, kind,
+                                                                          step, attrs, span, NULL));
+    }
+    PyObject *raised = NULL, *steps = NULL;
+    int final = 0, repeated = 0;
+    if (model) { /* duplicate_spans.same_response: the same model call seen a second time is no step */
+        PyObject *previous = SLOT(session, session_slots[LS_LAST_RESPONSE_ID]);
+        repeated = current == NULL ? 0 : PyObject_RichCompareBool(current, previous, Py_EQ);
+        if (repeated >= 0)
+            Py_SETREF(SLOT(session, session_slots[LS_LAST_RESPONSE_ID]), current != NULL ? current : Py_NewRef(Py_None));
+        else
+            Py_XDECREF(current);
+        current = NULL;
+    }
+    PyObject *buffer = Py_NewRef(SLOT(session, session_slots[LS_BUFFER]));
+    if (repeated > 0)
+        steps = PyObject_CallMethodOneArg(buffer, s_skip, SLOT(step, step_slots[ST_SEQUENCE]));
+    else if (repeated == 0) {
+        PyObject *context = PyObject_GetAttr(span, s_context);
+        if (context != NULL) {
+            Py_SETREF(SLOT(session, session_slots[LS_LAST_CONTEXT]), context);
+            steps = push(buffer, step);
+        }
+    }
+    Py_DECREF(buffer);
+    if (steps != NULL && !PyList_CheckExact(steps)) {
+        PyErr_SetString(PyExc_TypeError, "the sequence buffer released no list");
+        Py_CLEAR(steps);
+    }
+    if (steps != NULL)
+        raised = observe(session, steps, &final);
+    int failed = raised == NULL;
+    failed = release(lock) < 0 || failed;
+    Py_DECREF(lock);
+    Py_XDECREF(steps);
+    if (!failed && (PyList_GET_SIZE(raised) || final))
+        failed = done_with(PyObject_CallMethodObjArgs(sessions, s_judged, session, raised,
+                                                      final ? Py_True : Py_False, NULL)) < 0;
+    Py_XDECREF(raised);
+    return failed ? -1 : 0;
+}
+
+/* A step lost to its reader's failure (an Exception, reported as the processor reports it): its
+ * place in the sequence is filled. */
+static int
+step_lost(PyObject *sessions, PyObject *session, PyObject *sequence)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *reported = PyObject_CallFunctionObjArgs(report, step_failed, value, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (done_with(reported) < 0)
+        return -1;
+    return done_with(PyObject_CallMethodObjArgs(sessions, s_skip, session, sequence, NULL));
+}
+
+/* Whether the span is the session's own span (_ended_in closes the session then): 1, 0 or -1. */
+static int
+is_session_span(PyObject *session, PyObject *span)
+{
+    if (SLOT(session, session_slots[LS_SESSION_SPAN]) == Py_None)
+        return 0;
+    PyObject *context = PyObject_GetAttr(span, s_context);
+    if (context == NULL)
+        return -1;
+    int same = 0;
+    if (context != Py_None) {
+        PyObject *span_id = PyObject_GetAttr(context, s_span_id);
+        same = span_id == NULL ? -1
+                               : PyObject_RichCompareBool(span_id, SLOT(session, session_slots[LS_SESSION_SPAN_ID]),
+                                                          Py_EQ);
+        Py_XDECREF(span_id);
+    }
+    Py_DECREF(context);
+    return same;
+}
+
+/* end_in_session(processor, span, attrs, session_id): True when the span's end is done; False,
+ * with nothing changed, for the Python method (_session_span_ended) to do it. */
+static PyObject *
+end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "end_in_session() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *processor = args[0], *span = args[1], *attrs = args[2], *session_id = args[3];
+    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type) || !Py_IS_TYPE(span, readable_type) ||
+        !PyDict_CheckExact(attrs) || !is_text(session_id))
+        Py_RETURN_FALSE;
+    int same = unchanged(end_pins);
+    if (same <= 0)
+        return same < 0 ? NULL : Py_NewRef(Py_False);
+    PyObject *enforcement = field(processor, s_enforcement);
+    int observing = enforcement == Py_None;
+    Py_XDECREF(enforcement);
+    if (!observing)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    PyObject *result = Py_False, *sessions = NULL, *store = NULL, *entries = NULL, *lone = NULL, *parent = NULL,
+             *session = NULL;
+    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type) ||
+        (store = field(sessions, s_store)) == NULL || !Py_IS_TYPE(store, store_type) ||
+        (entries = field(store, s_entries)) == NULL || !PyDict_Check(entries) ||
+        (lone = field(sessions, s_lone)) == NULL || !PyDict_CheckExact(lone))
+        goto done;
+    if ((parent = PyObject_GetAttr(span, s_parent)) == NULL)
+        goto failed;
+    if (parent == Py_None) {
+        int lone_call = PyDict_Contains(lone, session_id);
+        if (lone_call)
+            goto failed_or_python; /* a lone call's end: Python judges it */
+    }
+    session = lookup(entries, session_id);
+    if (session == NULL) {
+        result = PyErr_Occurred() ? NULL : Py_True; /* ended (or never judged): a late span changes nothing */
+        goto done;
+    }
+    Py_INCREF(session);
+    if (!Py_IS_TYPE(session, session_type))
+        goto done;
+    for (int at = 0; at < SESSION_SLOTS; at++)
+        if (SLOT(session, session_slots[at]) == NULL)
+            goto done; /* a field deleted: Python meets the AttributeError */
+    int own = is_session_span(session, span);
+    if (own)
+        goto failed_or_python; /* the session's own span: its end ends the session, in Python */
+    PyObject *sequence = lookup(attrs, a_sequence);
+    if (sequence != NULL && !PyLong_CheckExact(sequence))
+        sequence = NULL; /* only ours count */
+    PyObject *nested = sequence == NULL && PyErr_Occurred() ? NULL : lookup(attrs, a_nested_step);
+    if (nested == NULL && PyErr_Occurred())
+        goto failed;
+    if (nested != NULL && nested != Py_None && nested != Py_False)
+        goto done; /* a duplicate: Python carries what it recorded to its step */
+    PyObject *operation = lookup(attrs, a_operation);
+    if (!is_text(operation)) {
+        if (PyErr_Occurred())
+            goto failed;
+        goto done;
+    }
+    PyObject *kind = lookup(kind_of_operation, operation);
+    if (kind == NULL && PyErr_Occurred())
+        goto failed;
+    if (kind == NULL && sequence == NULL) {
+        result = Py_True; /* neither a step nor numbered */
+        goto done;
+    }
+    PyObject *first = SLOT(session, session_slots[LS_FIRST_SEQUENCE]), *implicit = SLOT(session, session_slots[LS_IMPLICIT]);
+    if (sequence == NULL || first == NULL || !PyLong_CheckExact(first) || (implicit != Py_True && implicit != Py_False) ||
+        (implicit == Py_True && !PyLong_CheckExact(SLOT(session, session_slots[LS_RUNNING]))) ||
+        SLOT(session, session_slots[LS_ENFORCER]) != Py_None)
+        goto done; /* a step numbered only now, or fields of other types: Python */
+    int straggler = PyObject_RichCompareBool(sequence, first, Py_LT);
+    if (straggler) {
+        result = straggler < 0 ? NULL : Py_True; /* a straggler of an earlier run of this session id */
+        goto done;
+    }
+    /* Decided: from here on, the Python method's order. */
+    Py_INCREF(sequence); /* held while callbacks run, as the kind (the operation dict's) */
+    Py_XINCREF(kind);
+    int failed = implicit == Py_True && step_span_ended(session) < 0;
+    if (!failed && kind == NULL)
+        failed = done_with(PyObject_CallMethodObjArgs(sessions, s_skip, session, sequence, NULL)) < 0;
+    else if (!failed) {
+        PyObject *step = read_step(processor, sessions, span, attrs, kind, session_id, sequence);
+        if (step == NULL)
+            failed = !PyErr_ExceptionMatches(PyExc_Exception) || step_lost(sessions, session, sequence) < 0;
+        else {
+            failed = step_ended(sessions, session, kind, step, attrs, span) < 0;
+            Py_DECREF(step);
+        }
+    }
+    if (!failed && implicit == Py_True && parent == Py_None) /* its trace's root step: the trace is over */
+        failed = done_with(PyObject_CallMethodOneArg(sessions, s_trace_over, session)) < 0;
+    Py_DECREF(sequence);
+    Py_XDECREF(kind);
+    result = failed ? NULL : Py_True;
+    goto done;
+failed_or_python:
+    if (!PyErr_Occurred())
+        goto done;
+failed:
+    result = NULL;
+done:
+    if (result == Py_False && PyErr_Occurred())
+        result = NULL;
+    Py_XDECREF(sessions);
+    Py_XDECREF(store);
+    Py_XDECREF(entries);
+    Py_XDECREF(lone);
+    Py_XDECREF(parent);
+    Py_XDECREF(session);
+    return Py_XNewRef(result);
+}
+
+/* --- configure ------------------------------------------------------------------------------ */
+
+static PyObject *
+refuse(const char *what)
+{
+    PyErr_Format(PyExc_TypeError, "configure: %s", what);
+    return NULL;
+}
+
+static int
+texts(PyObject *tuple, Py_ssize_t size)
+{
+    if (!PyTuple_CheckExact(tuple) || PyTuple_GET_SIZE(tuple) == 0 || (size && PyTuple_GET_SIZE(tuple) != size))
+        return 0;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(tuple); at++)
+        if (!is_text(PyTuple_GET_ITEM(tuple, at)))
+            return 0;
+    return 1;
+}
+
+static int
+find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
+{
+    if (!slots_only(type))
+        return -1;
+    for (int at = 0; at < count; at++)
+        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
+            return -1;
+    return 0;
+}
+
+/* The entry `name` of configure()'s dict (borrowed), or NULL with a TypeError naming it. */
+static PyObject *
+entry(PyObject *given, const char *name)
+{
+    PyObject *value = PyDict_GetItemString(given, name);
+    if (value == NULL)
+        PyErr_Format(PyExc_TypeError, "configure: %s is missing", name);
+    return value;
+}
+
+static const char *const type_names[] = {
+    "processor", "sessions", "store", "session", "counter", "buffer", "step", "context", "session_context",
+    "attributes", "non_recording_span", "readable_span",
+};
+static PyTypeObject **const type_fields[] = {
+    &processor_type, &sessions_type, &store_type, &session_type, &counter_type, &buffer_type, &step_type,
+    &context_type, &session_context_type, &attributes_type, &non_recording_type, &readable_type,
+};
+#define TYPES ((int)(sizeof type_fields / sizeof type_fields[0]))
+static const char *const object_names[] = {
+    "session_attributes", "session_baggage", "kind_of_operation", "tool", "status_error", "current_context",
+    "enclosing_step", "reads_as_the_sdk", "report", "write_alerts", "judge_observe", "tool_step", "model_step",
+    "numbering_globals", "numbering_name", "step_failed", "response_id", "requested_call_attributes", "start_pins",
+    "end_pins",
+};
+static PyObject **const object_fields[] = {
+    &session_attributes, &session_baggage, &kind_of_operation, &tool_kind, &status_error, &current_context,
+    &enclosing_step, &reads_as_the_sdk, &report, &write_alerts, &judge_observe, &tool_step, &model_step,
+    &numbering_globals, &numbering_name, &step_failed, &a_response_id, &requested_call_attributes, &start_pins,
+    &end_pins,
+};
+#define OBJECTS ((int)(sizeof object_fields / sizeof object_fields[0]))
+
+/* configure(given): what the processor's Python start and end read from their modules, by name
+ * (see processor.compiled_span_paths_configuration), checked, and set once. */
+static PyObject *
+configure(PyObject *module, PyObject *given)
+{
+    if (!PyDict_CheckExact(given))
+        return refuse("expected a dict");
+    PyObject *types[TYPES], *objects[OBJECTS];
+    for (int at = 0; at < TYPES; at++) {
+        if ((types[at] = entry(given, type_names[at])) == NULL)
+            return NULL;
+        if (!PyType_Check(types[at]))
+            return PyErr_Format(PyExc_TypeError, "configure: %s must be a class", type_names[at]);
+    }
+    for (int at = 0; at < OBJECTS; at++)
+        if ((objects[at] = entry(given, object_names[at])) == NULL)
+            return NULL;
+    Py_ssize_t found_session[SESSION_SLOTS], found_buffer[BUFFER_SLOTS], found_step[STEP_SLOTS], last, session_id;
+    if (find_slots(types[3], session_slot_names, SESSION_SLOTS, found_session) < 0 ||
+        find_slots(types[5], buffer_slot_names, BUFFER_SLOTS, found_buffer) < 0 ||
+        find_slots(types[6], step_slot_names, STEP_SLOTS, found_step) < 0 || !slots_only(types[4]) ||
+        (last = slot_offset((PyTypeObject *)types[4], "last")) < 0 || !slots_only(types[8]) ||
+        (session_id = slot_offset((PyTypeObject *)types[8], "session_id")) < 0)
+        return refuse("the session, its counter and buffer, the step and the session context must be classes of "
+                      "slots only, with the slots read");
+    PyObject *names = entry(given, "names"), *context_keys = entry(given, "context_keys");
+    if (names == NULL || context_keys == NULL)
+        return NULL;
+    if (!texts(names, 6) || !texts(context_keys, 3) || !texts(objects[0], 0) || !texts(objects[1], 0) ||
+        !is_text(objects[3]) || !is_text(objects[14]) || !is_text(objects[15]) || !is_text(objects[16]) ||
+        !texts(objects[17], 0))
+        return refuse("names (6), context_keys (3), the session attributes and baggage and the requested call "
+                      "attributes must be tuples of str; tool, numbering_name, step_failed and response_id str");
+    if (!PyDict_CheckExact(objects[2]) || !PyDict_CheckExact(objects[13]))
+        return refuse("kind_of_operation and numbering_globals must be dicts");
+    PyObject *key, *value, *other_kind = NULL;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(objects[2], &position, &key, &value)) { /* kinds are compared by identity */
+        if (!is_text(key) || !is_text(value))
+            return refuse("kind_of_operation must map str to str");
+        if (value == objects[3])
+            continue;
+        if (other_kind == NULL)
+            other_kind = value;
+        if (PyUnicode_Compare(value, objects[3]) == 0 || value != other_kind)
+            return refuse("kind_of_operation must map to two kinds, the tool kind itself and one other");
+    }
+    for (int at = 18; at < 20; at++) {
+        if (!PyTuple_CheckExact(objects[at]))
+            return refuse("start_pins and end_pins must be tuples of (namespace, name, value)");
+        for (Py_ssize_t pin = 0; pin < PyTuple_GET_SIZE(objects[at]); pin++) {
+            PyObject *item = PyTuple_GET_ITEM(objects[at], pin);
+            if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !is_text(PyTuple_GET_ITEM(item, 1)) ||
+                !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+                  (PyType_Check(PyTuple_GET_ITEM(item, 0)) &&
+                   PyType_HasFeature((PyTypeObject *)PyTuple_GET_ITEM(item, 0), Py_TPFLAGS_HEAPTYPE))))
+                return refuse("a pin must be (a dict or a class, a str, its value)");
+        }
+    }
+    for (int at = 5; at < 13; at++)
+        if (!PyCallable_Check(objects[at]) && !(at >= 10 && objects[at] == Py_None))
+            return PyErr_Format(PyExc_TypeError, "configure: %s must be callable", object_names[at]);
+    if (processor_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure: the span paths are configured once");
+        return NULL;
+    }
+    if ((span_types = PyDict_New()) == NULL)
+        return NULL;
+    for (int at = 0; at < TYPES; at++)
+        *type_fields[at] = (PyTypeObject *)Py_NewRef(types[at]);
+    for (int at = 0; at < OBJECTS; at++)
+        *object_fields[at] = Py_NewRef(objects[at]);
+    memcpy(session_slots, found_session, sizeof session_slots);
+    memcpy(buffer_slots, found_buffer, sizeof buffer_slots);
+    memcpy(step_slots, found_step, sizeof step_slots);
+    counter_last_slot = last;
+    session_context_id_slot = session_id;
+    PyObject **name_fields[6] = {&a_verdict, &a_operation, &a_session_id, &a_nested_step, &a_sequence,
+                                 &op_invoke_agent};
+    for (int at = 0; at < 6; at++)
+        *name_fields[at] = Py_NewRef(PyTuple_GET_ITEM(names, at));
+    k_session = Py_NewRef(PyTuple_GET_ITEM(context_keys, 0));
+    k_baggage = Py_NewRef(PyTuple_GET_ITEM(context_keys, 1));
+    k_span = Py_NewRef(PyTuple_GET_ITEM(context_keys, 2));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)configure, METH_O,
+     "Set what the span paths read from the processor's modules, by name; once."},
+    {"start_marked", (PyCFunction)(void (*)(void))start_marked, METH_FASTCALL,
+     "True when the span's start is done; False, with nothing changed, for Python to do it."},
+    {"end_in_session", (PyCFunction)(void (*)(void))end_in_session, METH_FASTCALL,
+     "True when the span's end is done; False, with nothing changed, for Python to do it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "otel_agentguard._span_paths",
+    "The processor's start and end of a step span in a live session, compiled (optional).", -1, methods, NULL,
+    NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__span_paths(void)
+{
+#ifdef Py_GIL_DISABLED
+    /* Its state is set once and read without locks, and the slots it writes are guarded by locks
+     * taken in Python's own order under the GIL: the free-threaded build runs the Python methods. */
+    PyErr_SetString(PyExc_ImportError, "the span paths are built for a Python with a GIL");
+    return NULL;
+#endif
+    static const char *const interned[] = {
+        "_enforcement", "_sessions", "store", "_entries", "_seen", "_lock", "_clock", "_attributes", "_dict",
+        "_parent", "max_value_len", "_immutable", "maxlen", "acquire", "release", "move_to_end", "set_attributes",
+        "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "policy",
+        "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
+    };
+    PyObject **fields[] = {
+        &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
+        &s_parent, &s_max_value_len, &s_immutable, &s_maxlen, &s_acquire, &s_release, &s_move_to_end,
+        &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
+        &s_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
+        &s_observe, &s_final,
+    };
+    for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)
+        if ((*fields[at] = PyUnicode_InternFromString(interned[at])) == NULL)
+            return NULL;
+    return PyModule_Create(&module_def);
+}
