@@ -12,7 +12,19 @@
  * lock of every counter) and writes the stamps into the SDK's attribute dict, or through
  * set_attributes where the span's attributes have limits or hold a stamp already.
  *
- * Tests drive the same spans through both (tests/test_span_start.py).
+ * on_end hands a span of a session to _session_span_ended. end_in_session() here does the same
+ * for a step (or a numbered span) of a live session in observe mode: it reads the step with the
+ * compiled step reader, releases it in sequence order and judges it with the compiled judge's
+ * pass, under the session's lock, as LiveSessions.step_ended does for a tool step or a model step
+ * naming no call; anything the Python code does besides (a skipped number, a model step naming
+ * calls, a derived call waiting, the end of a trace, alerts to count) goes through the Python
+ * methods themselves. It returns False, having changed nothing, for the session's own span, a
+ * lone call, a duplicate, a step numbered only at its end, and values of other types.
+ *
+ * Both step aside while any Python function they stand for or call round is not the one they were
+ * configured with (the pins): a test injecting a fault, or a patch of the user's, is then met.
+ * Tests drive the same generated span trees through a provider with both and one without
+ * (tests/test_span_paths.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -831,8 +843,11 @@ step_ended(PyObject *sessions, PyObject *session, PyObject *kind, PyObject *step
         current = NULL;
     }
     PyObject *buffer = Py_NewRef(SLOT(session, session_slots[LS_BUFFER]));
-    if (repeated > 0)
-        steps = PyObject_CallMethodOneArg(buffer, s_skip, SLOT(step, step_slots[ST_SEQUENCE]));
+    PyObject *sequence = SLOT(step, step_slots[ST_SEQUENCE]);
+    if (repeated > 0 && sequence == NULL)
+        PyErr_SetString(PyExc_AttributeError, "sequence");
+    else if (repeated > 0)
+        steps = PyObject_CallMethodOneArg(buffer, s_skip, sequence);
     else if (repeated == 0) {
         PyObject *context = PyObject_GetAttr(span, s_context);
         if (context != NULL) {
