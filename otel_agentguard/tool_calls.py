@@ -71,10 +71,9 @@ def requested_calls(attrs: Mapping[str, Any]) -> list[RequestedCall]:
 def records_requested_calls(attrs: Mapping[str, Any]) -> bool:
     """Whether a model span has any attribute :func:`requested_calls` reads (a cheap test:
     without captured content it has none)."""
-    for key in REQUESTED_CALL_ATTRIBUTES:
-        if key in attrs:
-            return True
-    return False
+    # REQUESTED_CALL_ATTRIBUTES, inline: a chain of tests runs fewer bytecodes than a loop.
+    return (A.GEN_AI_OUTPUT_MESSAGES in attrs or _OI_OUTPUT_ROLE in attrs or _OI_FIRST_CALL in attrs
+            or _LEGACY_FIRST_CALL in attrs)
 
 
 def tool_outcomes(attrs: Mapping[str, Any]) -> dict[str, ToolOutcome]:

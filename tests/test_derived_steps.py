@@ -14,7 +14,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.derived import DerivedTools
 from otel_agentguard.policy import Policy
 from otel_agentguard.steps import MODEL, TOOL
-from otel_agentguard.tool_calls import records_requested_calls, requested_calls
+from otel_agentguard.tool_calls import REQUESTED_CALL_ATTRIBUTES, records_requested_calls, requested_calls
 
 
 def _asks(*calls: tuple[str, str, dict]) -> dict:
@@ -104,3 +104,7 @@ def test_every_shape_that_records_requested_calls_is_seen_by_the_cheap_test():
         assert [call.name for call in requested_calls(attrs)] == ["lookup"], attrs
     bare = {A.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_calls",), A.RESPONSE_TOOL_CALLS: 2}
     assert not records_requested_calls(bare) and requested_calls(bare) == []
+    # The compiled end tests the same attributes, as the tuple names them.
+    for key in REQUESTED_CALL_ATTRIBUTES:
+        assert records_requested_calls({**bare, key: "x"}), key
+    assert all(any(key in shape for key in REQUESTED_CALL_ATTRIBUTES) for shape in shapes)
