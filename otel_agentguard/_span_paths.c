@@ -926,9 +926,6 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type) || !Py_IS_TYPE(span, readable_type) ||
         !PyDict_CheckExact(attrs) || !is_text(session_id))
         Py_RETURN_FALSE;
-    int same = unchanged(end_pins);
-    if (same <= 0)
-        return same < 0 ? NULL : Py_NewRef(Py_False);
     PyObject *enforcement = field(processor, s_enforcement);
     int observing = enforcement == Py_None;
     Py_XDECREF(enforcement);
@@ -947,6 +944,11 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int lone_call = PyDict_Contains(lone, session_id);
         if (lone_call)
             goto failed_or_python; /* a lone call's end: Python judges it */
+    }
+    int same = unchanged(end_pins); /* (what was read so far calls no function of Python's) */
+    if (same <= 0) {
+        result = same < 0 ? NULL : Py_False;
+        goto done;
     }
     session = lookup(entries, session_id);
     if (session == NULL) {
