@@ -786,17 +786,6 @@ refuse(const char *what)
     return NULL;
 }
 
-static int
-find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
-{
-    if (!slots_only(type))
-        return -1;
-    for (int at = 0; at < count; at++)
-        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
-            return -1;
-    return 0;
-}
-
 /* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words,
  *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call, policy_type,
  *           price_table_type): what the Python judge and probes read from their modules, checked,

@@ -43,4 +43,17 @@ slots_only(PyObject *type)
            ((PyTypeObject *)type)->tp_dictoffset == 0 && ((PyTypeObject *)type)->tp_new == PyBaseObject_Type.tp_new;
 }
 
+/* The offsets of the slots `names` of `type` into `found`: 0, or -1 if the class is not one of
+ * slots only or any of them is not a plain object slot of its own. */
+static int
+find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
+{
+    if (!slots_only(type))
+        return -1;
+    for (int at = 0; at < count; at++)
+        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
+            return -1;
+    return 0;
+}
+
 #endif

@@ -1053,17 +1053,6 @@ texts(PyObject *tuple, Py_ssize_t size)
     return 1;
 }
 
-static int
-find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
-{
-    if (!slots_only(type))
-        return -1;
-    for (int at = 0; at < count; at++)
-        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
-            return -1;
-    return 0;
-}
-
 /* The entry `name` of configure()'s dict (borrowed), or NULL with a TypeError naming it. */
 static PyObject *
 entry(PyObject *given, const char *name)

@@ -237,21 +237,24 @@ def test_generated_span_trees_export_the_same_spans_and_verdicts(script):
 
 
 @contextmanager
-def counting_python_starts() -> Iterator[list[str]]:
-    """The names of the spans the compiled start left to the Python start, verdict spans aside."""
+def left_to_python(path: str) -> Iterator[list[str]]:
+    """The names of the spans the compiled ``path`` (``"_compiled_start"`` or ``"_compiled_end"``)
+    left to the Python method, verdict spans aside."""
     names: list[str] = []
+    compiled = getattr(processor_module, path)
 
-    def counted(processor: Any, span: Any, attrs: Any, parent_context: Any) -> bool:
-        done = COMPILED(processor, span, attrs, parent_context)
+    def counted(processor: Any, span: Any, attrs: Any, last: Any) -> bool:
+        done = compiled(processor, span, attrs, last)
         if not done and span.name != VERDICT_SPAN_NAME:
             names.append(span.name)
         return done
 
-    saved, processor_module._compiled_start = processor_module._compiled_start, counted
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(processor_module, path, counted)
     try:
         yield names
     finally:
-        processor_module._compiled_start = saved
+        monkeypatch.undo()
 
 
 def _session(run: Run, session_id: str) -> tuple[Any, Context]:
@@ -267,7 +270,7 @@ def _tool(run: Run, context: Context, name: str = "tool", **extra: Any) -> Any:
 
 def test_steps_of_a_live_session_are_started_in_c_and_numbered_in_order():
     run = Run()
-    with counting_python_starts() as python:
+    with left_to_python("_compiled_start") as python:
         agent, context = _session(run, "s1")
         steps = [_tool(run, context, f"tool {n}") for n in range(4)]
         for step in steps:
@@ -298,7 +301,7 @@ def test_a_step_inside_a_lone_call_keeps_its_trace_open_until_it_ends():
     """A session no id names ends with its trace's root step, unless a step of it still runs:
     the compiled start counts the steps it numbers as running."""
     run = Run()
-    with counting_python_starts() as python:
+    with left_to_python("_compiled_start") as python:
         model = run.tracer.start_span("chat", context=Context(), attributes={A.GEN_AI_OPERATION_NAME: "chat"})
         inside = trace.set_span_in_context(model, Context())
         early, late = _tool(run, inside, "early"), _tool(run, inside, "late")
@@ -314,7 +317,7 @@ def test_a_step_inside_a_lone_call_keeps_its_trace_open_until_it_ends():
 
 def test_what_needs_python_is_left_to_it():
     run = Run()
-    with counting_python_starts() as python:
+    with left_to_python("_compiled_start") as python:
         _tool(run, Context(), "lone call").end()  # no session anywhere: its trace stands in
         _tool(run, trace.set_span_in_context(run.tracer.start_span("plain")), "implicit").end()
         agent, context = _session(run, "s2")
@@ -334,7 +337,7 @@ def test_an_enforcing_or_subclassed_processor_starts_spans_in_python(how):
         pass
 
     run = Run(mode="enforce") if how == "enforce" else Run(processor_type=Custom)
-    with counting_python_starts() as python:
+    with left_to_python("_compiled_start") as python:
         agent, context = _session(run, "s3")
         _tool(run, context, "step").end()
         agent.end()
@@ -343,7 +346,7 @@ def test_an_enforcing_or_subclassed_processor_starts_spans_in_python(how):
 
 def test_a_span_with_attribute_limits_is_stamped_through_the_sdk():
     run = Run(SpanLimits(max_span_attributes=3))
-    with counting_python_starts() as python:
+    with left_to_python("_compiled_start") as python:
         agent, context = _session(run, "s4")
         step = _tool(run, context, "step")  # 2 attributes of its own and 2 stamps: the oldest is dropped
         step.end()
@@ -433,24 +436,6 @@ def _tool_span(tracer: Any, context: Context, **extra: Any) -> Any:
         A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL, A.GEN_AI_TOOL_NAME: "lookup", **extra})
 
 
-@contextmanager
-def counting_python_ends() -> Iterator[list[str]]:
-    """The names of the spans the compiled end left to the Python end."""
-    names: list[str] = []
-
-    def counted(processor: Any, span: Any, attrs: Any, session_id: Any) -> bool:
-        done = COMPILED_END(processor, span, attrs, session_id)
-        if not done:
-            names.append(span.name)
-        return done
-
-    saved, processor_module._compiled_end = processor_module._compiled_end, counted
-    try:
-        yield names
-    finally:
-        processor_module._compiled_end = saved
-
-
 def _model(run: Run, context: Context, finish: str) -> Any:
     span = run.tracer.start_span("chat", context=context, attributes={A.GEN_AI_OPERATION_NAME: "chat"})
     span.set_attributes({A.GEN_AI_RESPONSE_FINISH_REASONS: (finish,), A.RESPONSE_TOOL_CALLS: int(finish != "stop")})
@@ -466,7 +451,7 @@ def verdict_of(run: Run, session_id: str) -> dict[str, Any]:
 
 def test_steps_of_a_live_session_end_in_c_and_are_judged():
     run = Run()
-    with counting_python_ends() as python:
+    with left_to_python("_compiled_end") as python:
         agent, context = _session(run, "e1")
         for _ in range(3):
             _model(run, context, "tool_calls").end()
@@ -496,7 +481,7 @@ def test_a_step_its_reader_cannot_read_is_lost_and_reported_not_its_session(monk
     run = Run()
     agent, context = _session(run, "e2")
     before = _internal_errors.counts().get("processor.step", 0)
-    with counting_python_ends() as python:
+    with left_to_python("_compiled_end") as python:
         broken = run.tracer.start_span("tool", context=context, attributes={
             A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL, A.GEN_AI_TOOL_NAME: "broken",
             A.GEN_AI_TOOL_CALL_ARGUMENTS: '{"order": "A1"}'})
