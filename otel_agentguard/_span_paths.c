@@ -295,6 +295,30 @@ call_method(PyObject *object, PyObject *name)
     return result == NULL ? -1 : 0;
 }
 
+/* Whether the processor is the package's own, in observe mode (enforce mode tracks every span's
+ * scope, which only the Python methods do): 1, 0, or -1 with an error. */
+static int
+observing(PyObject *processor)
+{
+    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type))
+        return 0;
+    PyObject *enforcement = field(processor, s_enforcement);
+    int none = enforcement == Py_None;
+    Py_XDECREF(enforcement);
+    return none ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+/* The processor's live sessions, their store and its entries (new references in *sessions,
+ * *store, *entries): 1; or 0, any of them unusual or an error set, with whatever was read left
+ * for the caller to release. */
+static int
+live_store(PyObject *processor, PyObject **sessions, PyObject **store, PyObject **entries)
+{
+    return (*sessions = field(processor, s_sessions)) != NULL && Py_IS_TYPE(*sessions, sessions_type) &&
+           (*store = field(*sessions, s_store)) != NULL && Py_IS_TYPE(*store, store_type) &&
+           (*entries = field(*store, s_entries)) != NULL && PyDict_Check(*entries);
+}
+
 /* Release `lock`, keeping the error set before (unless releasing fails too). */
 static int
 release(PyObject *lock)
@@ -329,10 +353,7 @@ live_session(PyObject *processor, PyObject *session_id, PyObject **found)
 {
     int outcome = LEFT_TO_PYTHON;
     PyObject *sessions = NULL, *store = NULL, *entries = NULL, *seen = NULL, *lock = NULL, *clock = NULL;
-    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type) ||
-        (store = field(sessions, s_store)) == NULL || !Py_IS_TYPE(store, store_type) ||
-        (entries = field(store, s_entries)) == NULL || !PyDict_Check(entries) ||
-        (seen = field(store, s_seen)) == NULL || !PyDict_CheckExact(seen) ||
+    if (!live_store(processor, &sessions, &store, &entries) || (seen = field(store, s_seen)) == NULL || !PyDict_CheckExact(seen) ||
         (lock = field(store, s_lock)) == NULL || (clock = field(store, s_clock)) == NULL)
         goto done;
     int live = PyDict_Contains(entries, session_id); /* a miss takes no lock (SessionStore.get's test) */
@@ -520,16 +541,13 @@ start_marked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *processor = args[0], *span = args[1], *attrs = args[2];
-    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type) || !PyDict_CheckExact(attrs))
+    if (processor_type == NULL || !PyDict_CheckExact(attrs))
         Py_RETURN_FALSE;
     int same = unchanged(start_pins);
+    if (same > 0)
+        same = observing(processor);
     if (same <= 0)
         return same < 0 ? NULL : Py_NewRef(Py_False);
-    PyObject *enforcement = field(processor, s_enforcement);
-    int observing = enforcement == Py_None;
-    Py_XDECREF(enforcement);
-    if (!observing) /* enforce mode tracks every span's scope */
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
     int plain = sdk_span(span);
     if (plain <= 0)
         return plain < 0 ? NULL : Py_NewRef(Py_False);
@@ -923,20 +941,15 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *processor = args[0], *span = args[1], *attrs = args[2], *session_id = args[3];
-    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type) || !Py_IS_TYPE(span, readable_type) ||
-        !PyDict_CheckExact(attrs) || !is_text(session_id))
+    if (processor_type == NULL || !Py_IS_TYPE(span, readable_type) || !PyDict_CheckExact(attrs) ||
+        !is_text(session_id))
         Py_RETURN_FALSE;
-    PyObject *enforcement = field(processor, s_enforcement);
-    int observing = enforcement == Py_None;
-    Py_XDECREF(enforcement);
-    if (!observing)
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_False);
+    int mine = observing(processor);
+    if (mine <= 0)
+        return mine < 0 ? NULL : Py_NewRef(Py_False);
     PyObject *result = Py_False, *sessions = NULL, *store = NULL, *entries = NULL, *lone = NULL, *parent = NULL,
              *session = NULL;
-    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type) ||
-        (store = field(sessions, s_store)) == NULL || !Py_IS_TYPE(store, store_type) ||
-        (entries = field(store, s_entries)) == NULL || !PyDict_Check(entries) ||
-        (lone = field(sessions, s_lone)) == NULL || !PyDict_CheckExact(lone))
+    if (!live_store(processor, &sessions, &store, &entries) || (lone = field(sessions, s_lone)) == NULL || !PyDict_CheckExact(lone))
         goto done;
     if ((parent = PyObject_GetAttr(span, s_parent)) == NULL)
         goto failed;

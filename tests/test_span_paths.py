@@ -264,7 +264,11 @@ def _session(run: Run, session_id: str) -> tuple[Any, Context]:
 
 
 def _tool(run: Run, context: Context, name: str = "tool", **extra: Any) -> Any:
-    return run.tracer.start_span(name, context=context, attributes={
+    return _tool_span(run.tracer, context, name, **extra)
+
+
+def _tool_span(tracer: Any, context: Context, name: str = "tool", **extra: Any) -> Any:
+    return tracer.start_span(name, context=context, attributes={
         A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL, A.GEN_AI_TOOL_NAME: "lookup", **extra})
 
 
@@ -429,11 +433,6 @@ def test_the_compiled_start_frees_what_it_takes():
 
     assert_frees_what_it_takes(calls)
     provider.shutdown()
-
-
-def _tool_span(tracer: Any, context: Context, **extra: Any) -> Any:
-    return tracer.start_span("tool", context=context, attributes={
-        A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL, A.GEN_AI_TOOL_NAME: "lookup", **extra})
 
 
 def _model(run: Run, context: Context, finish: str) -> Any:
