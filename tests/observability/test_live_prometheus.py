@@ -191,7 +191,16 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
              SCRAPE_TIMEOUT_S, "the recording rules", on_timeout=stack.log_tail)
     wait_for(lambda: stack.query('ALERTS{alertname="AgentLoopRatioHigh"}'),
              SCRAPE_TIMEOUT_S, "the alert rules", on_timeout=stack.log_tail)
+    # The 7-day baseline averages every hourly sample recorded so far, those taken while phase 2
+    # was half scraped too (completed sessions counted, loops not yet): it settles as later samples
+    # outweigh them, a few evaluations after the hourly series themselves.
+    wait_for(lambda: _settled(stack.values("agentguard_profile:agentguard_loop_sessions:ratio7d", "agentguard_profile")),
+             SCRAPE_TIMEOUT_S, "the 7-day baseline", on_timeout=stack.log_tail)
     return stack
+
+
+def _settled(baseline: dict[Any, float]) -> bool:
+    return baseline.get("default", 0.0) == pytest.approx(LOOP_SHARE, rel=REL)
 
 
 # --- every expression --------------------------------------------------------------------------------
