@@ -65,7 +65,7 @@ static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_l
     *s_dict, *s_parent, *s_max_value_len, *s_immutable, *s_maxlen, *s_acquire, *s_release, *s_move_to_end,
     *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
     *s_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
-    *s_observe, *s_final;
+    *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step, *trace_id_format;
 
 #define MAX_SPAN_TYPES 64
 
@@ -531,6 +531,49 @@ stamp(PyObject *span, PyObject *session_id, PyObject *sequence)
     return failed ? -1 : 0;
 }
 
+/* A step starting as its trace's root in no session: a lone call, named by its trace id and
+ * numbered by LiveSessions.start_lone_call, or a session opened for it where that declines, as
+ * the Python method does. True when started; False, with nothing changed, for Python to start it
+ * (a parent, a duplicate's mark, an unusual start time or stamp): borrowed; NULL with an error. */
+static PyObject *
+start_lone_call(PyObject *processor, PyObject *span, PyObject *attrs, PyObject *given_context)
+{
+    PyObject *parent = NULL, *start = NULL, *context = NULL, *trace_id = NULL, *session_id = NULL;
+    PyObject *sessions = NULL, *sequence = NULL, *session = NULL, *result = Py_False;
+    PyObject *nested = lookup(attrs, a_nested_step);
+    if ((nested != NULL && nested != Py_None && nested != Py_False) || PyErr_Occurred() ||
+        (parent = field(span, s_parent)) == NULL || parent != Py_None ||
+        (start = field(span, s_start_time)) == NULL || !PyLong_CheckExact(start) || !PyObject_IsTrue(start) ||
+        (context = field(span, s_context)) == NULL || (trace_id = PyObject_GetAttr(context, s_trace_id)) == NULL ||
+        (session_id = PyObject_Format(trace_id, trace_id_format)) == NULL || !is_text(session_id))
+        goto done;
+    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type))
+        goto done;
+    /* Decided: from here on, the Python method's calls. */
+    result = NULL;
+    sequence = PyObject_CallMethodObjArgs(sessions, s_start_lone_call, session_id, attrs, start, NULL);
+    if (sequence == Py_None) { /* declined: a session opened as for any step */
+        Py_CLEAR(sequence);
+        session = PyObject_CallMethodObjArgs(sessions, s_open, session_id, attrs, given_context, start, Py_True, NULL);
+        if (session != NULL)
+            sequence = PyObject_CallMethodNoArgs(session, s_start_step);
+    }
+    if (sequence != NULL) /* (its own session id, if any, is None or empty: a str would have named it) */
+        result = stamp(span, session_id, sequence) < 0 ? NULL : Py_True;
+done:
+    if (result == Py_False && PyErr_Occurred())
+        result = NULL;
+    Py_XDECREF(parent);
+    Py_XDECREF(start);
+    Py_XDECREF(context);
+    Py_XDECREF(trace_id);
+    Py_XDECREF(session_id);
+    Py_XDECREF(sessions);
+    Py_XDECREF(sequence);
+    Py_XDECREF(session);
+    return result; /* Py_True or Py_False, borrowed (they never go), or NULL */
+}
+
 /* start_marked(processor, span, attrs, parent_context): True when the span's start is done; False,
  * with nothing changed, for the Python method to do it. */
 static PyObject *
@@ -585,9 +628,9 @@ start_marked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         session_id = Py_XNewRef(carried);
     }
     if (session_id == NULL) {
-        if (kind == NULL)
-            result = Py_True; /* in no session, and no step */
-        goto done;            /* else a step in no session: its trace stands in, which Python decides */
+        /* In no session: no step is left alone; a step's trace stands in for its session. */
+        result = kind == NULL ? Py_True : start_lone_call(processor, span, attrs, args[3]);
+        goto done;
     }
     PyObject *stamped = lookup(attrs, a_session_id);
     int stamp_id = 1;
@@ -1216,13 +1259,14 @@ PyInit__span_paths(void)
         "_parent", "max_value_len", "_immutable", "maxlen", "acquire", "release", "move_to_end", "set_attributes",
         "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "policy",
         "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
+        "trace_id", "start_lone_call", "open", "start_step", "032x",
     };
     PyObject **fields[] = {
         &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
         &s_parent, &s_max_value_len, &s_immutable, &s_maxlen, &s_acquire, &s_release, &s_move_to_end,
         &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
         &s_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
-        &s_observe, &s_final,
+        &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &trace_id_format,
     };
     for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)
         if ((*fields[at] = PyUnicode_InternFromString(interned[at])) == NULL)

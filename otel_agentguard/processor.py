@@ -401,7 +401,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
 
 def _reads_as_the_sdk(kind: type) -> bool:
     """Whether the compiled start may read a span of this class as the SDK keeps its fields."""
-    return writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
+    return (writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
+            and getattr(kind, "get_span_context", None) is vars(Span)["get_span_context"])
 
 
 def compiled_span_paths_configuration() -> dict[str, Any]:
@@ -432,7 +433,8 @@ def compiled_span_paths_configuration() -> dict[str, Any]:
         "start_pins": _pins((AgentGuardSpanProcessor, "_start_marked"), (globals(), "named_session"),
                             (globals(), "session_in_context"), (globals(), "enclosing_step"),
                             (globals(), "stamp_starting"), (vars(session_resolution), "current_context"),
-                            (LiveSessions, "open"), (SessionStore, "get"), (LiveSession, "start_step")),
+                            (LiveSessions, "open"), (SessionStore, "get"), (LiveSession, "start_step"),
+                            (vars(trace), "format_trace_id")),
         "end_pins": _pins((AgentGuardSpanProcessor, "_session_span_ended"), (AgentGuardSpanProcessor, "_ended_in"),
                           (AgentGuardSpanProcessor, "_step"), (globals(), "step_from_attributes"),
                           (vars(steps), "_compiled"), (LiveSessions, "peek"), (LiveSessions, "step_ended"),

@@ -84,9 +84,10 @@ class Run:
     """One provider with the guard (observe mode) and an in-memory exporter."""
 
     def __init__(self, limits: SpanLimits | None = None, mode: str = "observe",
-                 processor_type: type = AgentGuardSpanProcessor, policy: Any = POLICY):
+                 processor_type: type = AgentGuardSpanProcessor, policy: Any = POLICY,
+                 ids: IdGenerator | None = None):
         self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider(id_generator=CountingIds(), span_limits=limits)
+        self.provider = TracerProvider(id_generator=ids or CountingIds(), span_limits=limits)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.processor = processor_type(policy, mode, tracer_provider=self.provider)
         self.provider.add_span_processor(self.processor)
@@ -314,16 +315,47 @@ def test_a_step_inside_a_lone_call_keeps_its_trace_open_until_it_ends():
         late.end()
     run.processor.shutdown()  # its session ends (before the exporter's processor does)
     run.provider.shutdown()
-    assert python == ["chat", "early"]  # "late" started in C, in the session "early" opened
+    # The lone call started in C; "early" claimed its session (Python); "late" started in C, in it.
+    assert python == ["early"]
     [verdict] = [span for span in run.exporter.get_finished_spans() if span.name == VERDICT_SPAN_NAME]
     assert verdict.attributes[A.STEPS] == 2  # both tool calls (a model call counts as no step)
+
+
+class OneTrace(CountingIds):
+    """Every trace the same id: a second lone call of it finds the first still running."""
+
+    def generate_trace_id(self) -> int:
+        return 7 << 64
+
+
+def _lone_calls_of_one_trace() -> list[tuple[Any, ...]]:
+    run = Run(ids=OneTrace())
+    first = _tool(run, Context(), "first")  # judged alone at its end
+    second = _tool(run, Context(), "second")  # its trace is a lone call already: it opens a session
+    first.end()
+    _tool(run, Context(), "third").end()
+    second.end()
+    run.processor.shutdown()
+    run.provider.shutdown()
+    return run.exported()
+
+
+def test_a_lone_call_starts_in_c_and_one_its_session_declines_opens_a_session_as_in_python():
+    with left_to_python("_compiled_start") as python:
+        exported = _lone_calls_of_one_trace()
+    assert python == []
+    with paths(compiled=False):
+        assert exported == _lone_calls_of_one_trace()
+    numbers = {name: dict(attributes).get(A.SEQUENCE) for name, _, attributes, _ in exported}
+    # The second joined the session the first lone call would have opened, its step 1 running.
+    assert (numbers["first"], numbers["second"], numbers["third"]) == (1, 2, 3)
 
 
 def test_what_needs_python_is_left_to_it():
     run = Run()
     with left_to_python("_compiled_start") as python:
-        _tool(run, Context(), "lone call").end()  # no session anywhere: its trace stands in
-        _tool(run, trace.set_span_in_context(run.tracer.start_span("plain")), "implicit").end()
+        _tool(run, Context(), "lone call").end()  # no session anywhere: its trace stands in (started in C)
+        _tool(run, trace.set_span_in_context(run.tracer.start_span("plain")), "implicit").end()  # not the root
         agent, context = _session(run, "s2")
         first = _tool(run, context, "outer")
         _tool(run, trace.set_span_in_context(first, context), "duplicate").end()  # a tool inside the same tool
@@ -332,7 +364,7 @@ def test_what_needs_python_is_left_to_it():
         first.end()
         agent.end()
     run.provider.shutdown()
-    assert python == ["lone call", "implicit", "agent", "duplicate", "new session", "odd id"]
+    assert python == ["implicit", "agent", "duplicate", "new session", "odd id"]
 
 
 @pytest.mark.parametrize("how", ["enforce", "subclass"])
@@ -415,7 +447,8 @@ def test_the_compiled_start_frees_what_it_takes():
     # One span each, started again and again (its stamps taken off): a session's steps are its memory.
     spans = [(_tool_span(tracer, context), context), (_tool_span(tracer, remote), remote),
              (_tool_span(tracer, context, **{A.NESTED_STEP: True}), context),
-             (_tool_span(tracer, context, **{A.GEN_AI_CONVERSATION_ID: 1}), context)]
+             (_tool_span(tracer, context, **{A.GEN_AI_CONVERSATION_ID: 1}), context),
+             (_tool_span(tracer, Context()), Context())]  # a lone call
     store = processor._sessions.store
 
     def calls() -> None:
@@ -425,6 +458,7 @@ def test_the_compiled_start_frees_what_it_takes():
                 attributes.pop(A.SESSION_ID, None)
                 attributes.pop(A.SEQUENCE, None)
                 COMPILED(processor, span, attributes, parent)
+            processor._sessions.lone.clear()  # the lone call's entry: its end would take it
             if round % 50 == 0:  # the error path too
                 clock, store._clock = store._clock, FailingClock()
                 with pytest.raises(OSError):
