@@ -531,6 +531,108 @@ stamp(PyObject *span, PyObject *session_id, PyObject *sequence)
     return failed ? -1 : 0;
 }
 
+/* Whether the SDK stores each of the dict's values unchanged (span_stamp._stored_as_is): an exact
+ * str, int, float or bool, or an exact tuple of exact str. */
+static int
+stored_as_is(PyObject *attributes)
+{
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(attributes, &position, &key, &value)) {
+        if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || PyFloat_CheckExact(value) || PyBool_Check(value))
+            continue;
+        if (!PyTuple_CheckExact(value))
+            return 0;
+        for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(value); at++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(value, at)))
+                return 0;
+    }
+    return 1;
+}
+
+#define MAX_STAMPS 16
+
+/* span_stamp.stamp(span, attributes) (shared: a span any thread may hold, its lock taken and its
+ * end checked) or span_stamp.stamp_starting(span, attributes) (a span in on_start): the guard's
+ * attributes written straight into the SDK's dict where the SDK would store them so, else
+ * through set_attributes. 1 when written; 0, with nothing done, for the Python function (a span
+ * the compiled paths do not read, a value the SDK would convert, a long dict); -1 with an error. */
+static int
+write_stamps(PyObject *span, PyObject *attributes, int shared)
+{
+    Py_ssize_t count = PyDict_GET_SIZE(attributes);
+    if (count > MAX_STAMPS || (shared && !stored_as_is(attributes)))
+        return 0;
+    int plain = sdk_span(span);
+    if (plain <= 0)
+        return plain;
+    PyObject *lock = NULL, *dict = NULL;
+    if (shared) {
+        if ((lock = field(span, s_lock)) == NULL || lock == Py_None) {
+            Py_XDECREF(lock);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        if (call_method(lock, s_acquire) < 0) {
+            Py_DECREF(lock);
+            return -1;
+        }
+    }
+    PyObject *keys[MAX_STAMPS], *key, *value;
+    Py_ssize_t position = 0, at = 0;
+    while (at < count && PyDict_Next(attributes, &position, &key, &value))
+        keys[at++] = Py_NewRef(key); /* held: the reads below may run code */
+    int direct = 1;
+    if (shared) {
+        PyObject *end = field(span, s_end_time);
+        direct = end == Py_None ? 1 : PyErr_Occurred() ? -1 : 0;
+        Py_XDECREF(end);
+    }
+    if (direct > 0)
+        direct = writable(span, at, keys, &dict);
+    if (direct > 0) {
+        direct = PyDict_Update(dict, attributes) < 0 ? -1 : 1;
+        Py_DECREF(dict);
+    }
+    while (at > 0)
+        Py_DECREF(keys[--at]);
+    if (lock != NULL) {
+        if (release(lock) < 0)
+            direct = -1;
+        Py_DECREF(lock);
+    }
+    if (direct == 0) {
+        PyObject *written = PyObject_CallMethodOneArg(span, s_set_attributes, attributes);
+        direct = written == NULL ? -1 : 1;
+        Py_XDECREF(written);
+    }
+    return direct;
+}
+
+static PyObject *
+stamp_entry(PyObject *const *args, Py_ssize_t nargs, int shared, const char *name)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (%zd given)", name, nargs);
+    if (processor_type == NULL || !PyDict_CheckExact(args[1]))
+        Py_RETURN_FALSE;
+    int done = write_stamps(args[0], args[1], shared);
+    return done < 0 ? NULL : Py_NewRef(done ? Py_True : Py_False);
+}
+
+/* stamp(span, attributes), stamp_starting(span, attributes): True when written; False, with
+ * nothing done, for span_stamp's Python function to write them. */
+static PyObject *
+stamp_shared(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return stamp_entry(args, nargs, 1, "stamp");
+}
+
+static PyObject *
+stamp_starting(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return stamp_entry(args, nargs, 0, "stamp_starting");
+}
+
 /* A step starting as its trace's root in no session: a lone call, named by its trace id and
  * numbered by LiveSessions.start_lone_call, or a session opened for it where that declines, as
  * the Python method does. True when started; False, with nothing changed, for Python to start it
@@ -1236,6 +1338,10 @@ static PyMethodDef methods[] = {
      "True when the span's start is done; False, with nothing changed, for Python to do it."},
     {"end_in_session", (PyCFunction)(void (*)(void))end_in_session, METH_FASTCALL,
      "True when the span's end is done; False, with nothing changed, for Python to do it."},
+    {"stamp", (PyCFunction)(void (*)(void))stamp_shared, METH_FASTCALL,
+     "span_stamp.stamp: True when written; False, with nothing done, for Python to write them."},
+    {"stamp_starting", (PyCFunction)(void (*)(void))stamp_starting, METH_FASTCALL,
+     "span_stamp.stamp_starting: True when written; False, with nothing done, for Python to write them."},
     {NULL, NULL, 0, NULL},
 };
 

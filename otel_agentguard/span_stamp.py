@@ -11,7 +11,8 @@ straight into the SDK's attribute dict when the span is the SDK's
 and keeps its attributes there with no limit they could cross (the
 layout is checked once, at import). Any other span (another SDK, attribute
 count or length limits, a span that has ended) and any other value takes the
-public API.
+public API. Where the package was built with its compiled span paths, they write
+the stamps (or hand them back, having done nothing, to the functions here).
 """
 
 from __future__ import annotations
@@ -37,6 +38,22 @@ def _layout_known() -> bool:
 
 _DIRECT = _layout_known()
 _sdk_span_types: dict[type, bool] = {}  # span classes seen: the SDK's (its tracer makes a subclass) or not
+
+
+def _compiled_writers() -> tuple[Any, Any]:
+    """The compiled twins of stamp and stamp_starting (in the processor's compiled span paths,
+    which write its stamps so): each writes as the function does, or returns False, having done
+    nothing, for the function to write. None where the package has no compiled code."""
+    if not _DIRECT:
+        return None, None
+    try:
+        from otel_agentguard import _span_paths
+    except ImportError:  # built without a C compiler, or a free-threaded Python
+        return None, None
+    return _span_paths.stamp, _span_paths.stamp_starting
+
+
+_compiled_stamp, _compiled_stamp_starting = _compiled_writers()
 
 
 def writes_as_the_sdk(kind: type) -> bool:
@@ -69,6 +86,8 @@ def _writable(store: Any, attributes: dict[str, Any]) -> bool:
 def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
     """Write the guard's ``str``/``int``/``bool`` stamps onto a span in ``on_start`` (not yet
     shared with any other thread, so no lock is taken)."""
+    if _compiled_stamp_starting is not None and _compiled_stamp_starting(span, attributes):
+        return
     store = getattr(span, "_attributes", None) if _sdk_span(span) else None
     if store is not None and _writable(store, attributes):
         store._dict.update(attributes)
@@ -95,6 +114,8 @@ def _stored_as_is(values: Iterable[Any]) -> bool:
 def stamp(span: Any, attributes: dict[str, Any]) -> None:
     """Write the guard's ``attributes`` (scalars, tuples of strings) onto a recording ``span``
     any thread may hold."""
+    if _compiled_stamp is not None and _compiled_stamp(span, attributes):
+        return
     lock = getattr(span, "_lock", None) if _sdk_span(span) else None
     if lock is not None and _stored_as_is(attributes.values()):
         with lock:  # the span's own lock: its end and every attribute write take it

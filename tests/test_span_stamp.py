@@ -1,5 +1,8 @@
 """The guard's stamps land on spans exactly as the SDK's own set_attributes would put them,
-and every span the fast path cannot vouch for goes through the SDK's public API."""
+and every span the fast path cannot vouch for goes through the SDK's public API.
+
+Every test runs twice: with the compiled writers (where the package was built with them) and
+with the Python functions alone, the reference."""
 
 from __future__ import annotations
 
@@ -7,12 +10,27 @@ import threading
 from typing import Any
 
 import pytest
+from compiled_modules import assert_frees_what_it_takes, skip_unless_built
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentguard import span_stamp
 from otel_agentguard.span_stamp import stamp, stamp_starting
+
+COMPILED = span_stamp._compiled_stamp, span_stamp._compiled_stamp_starting
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def writers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "compiled":
+        skip_unless_built(COMPILED[0] is not None, "otel_agentguard._span_paths", "stamps are written in Python")
+    else:
+        monkeypatch.setattr(span_stamp, "_compiled_stamp", None)
+        monkeypatch.setattr(span_stamp, "_compiled_stamp_starting", None)
+    return str(request.param)
 
 
 def _tracing(limits: SpanLimits | None = None) -> tuple[Any, InMemorySpanExporter]:
@@ -123,8 +141,104 @@ def test_a_span_class_that_overrides_the_writers_is_written_through_them() -> No
                                           "agentguard.tool.result_empty": "<redacted>"}
 
 
-@pytest.mark.parametrize("value", [("a", 1), (1, 2), (("a",),), ("a", None), ["write"], None, b"x"])
+@pytest.mark.parametrize("value", [("a", 1), (1, 2), (("a",),), ("a", ["b"]), ("a", None), ["write"], None, b"x"])
 def test_each_value_the_sdk_would_convert_takes_the_public_api_alone(value: Any) -> None:
     # Beside plain scalars and a tuple of strings, so the one odd value decides on its own.
     ours, theirs = _stamped_beside_set({"agentguard.count": 1, "agentguard.reasons": ("stop",), "agentguard.odd": value})
     assert ours == theirs
+
+
+def test_the_compiled_writers_write_what_they_can_and_hand_back_the_rest(writers: str) -> None:
+    if writers != "compiled":
+        pytest.skip("the compiled writers' own test")
+    compiled_stamp, compiled_starting = COMPILED
+    tracer, _ = _tracing()
+    span = tracer.start_span("step")
+    assert compiled_starting(span, {"agentguard.sequence": 1})
+    assert compiled_stamp(span, {"agentguard.steps": 2, "agentguard.reasons": ("stop",)})
+    assert not compiled_stamp(span, {"agentguard.claims": ["write"]})  # the SDK converts a list: Python's
+    assert not compiled_stamp(span, {f"agentguard.k{index}": index for index in range(17)})  # too many for one write
+    span.end()
+    assert compiled_stamp(span, {"agentguard.late": 1})  # an ended span: through the SDK, which refuses it
+    assert dict(span.attributes or {}) == {"agentguard.sequence": 1, "agentguard.steps": 2,
+                                          "agentguard.reasons": ("stop",)}
+    with pytest.raises(TypeError):
+        compiled_stamp(span)
+
+
+def test_the_compiled_writers_free_what_they_take(writers: str) -> None:
+    if writers != "compiled":
+        pytest.skip("the compiled writers' own test")
+    compiled_stamp, compiled_starting = COMPILED
+    tracer, _ = _tracing(SpanLimits(max_span_attributes=64))
+    spans = [tracer.start_span("first"), tracer.start_span("second")]
+
+    class FailingLock:
+        def acquire(self) -> None:
+            raise OSError("no lock")
+
+    failing = tracer.start_span("failing")
+    failing._lock = FailingLock()
+    raised = [0]
+    runs = [0]
+
+    def calls() -> None:
+        runs[0] += 1
+        for _ in range(200):
+            for span in spans:
+                span._attributes._dict.pop("agentguard.sequence", None)
+                span._attributes._dict.pop("agentguard.reasons", None)
+                compiled_starting(span, {"agentguard.sequence": 1})
+                compiled_stamp(span, {"agentguard.reasons": ("a", "b")})
+                compiled_stamp(span, {"agentguard.sequence": 2})  # a rewritten key: through set_attributes
+            try:  # (pytest.raises keeps what each raise made until the collector runs)
+                compiled_stamp(failing, {"agentguard.sequence": 3})
+            except OSError:
+                raised[0] += 1
+
+    assert_frees_what_it_takes(calls)
+    assert raised == [200 * runs[0]]  # the lock's failure reached the caller every time
+
+
+KEYS = st.sampled_from(["agentguard.a", "agentguard.b", "gen_ai.c", "d"])
+VALUES = st.one_of(st.text(max_size=5), st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
+                   st.tuples(st.text(max_size=3)), st.tuples(st.text(max_size=3), st.integers()),
+                   st.lists(st.text(max_size=3), max_size=2), st.binary(max_size=2))
+STAMPS = st.dictionaries(KEYS, VALUES, max_size=4)
+# stamp_starting takes the guard's own stamps only: a session id, a number, a flag.
+STARTING = st.dictionaries(KEYS, st.one_of(st.text(max_size=5), st.integers(), st.booleans()), max_size=3)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=STAMPS, starting=STARTING, later=st.lists(STAMPS, max_size=3), limit=st.sampled_from([None, 3, 6]),
+       ended=st.booleans())
+def test_any_stamps_on_any_span_are_exported_as_set_attributes_exports_them(
+        before: dict[str, Any], starting: dict[str, Any], later: list[dict[str, Any]], limit: int | None,
+        ended: bool) -> None:
+    def exported(at_start: Any, afterwards: Any) -> list[tuple[str, Any]]:
+        tracer, exporter = _tracing(SpanLimits(max_span_attributes=limit))
+        span = tracer.start_span("step", attributes=before)
+        at_start(span, dict(starting))
+        if ended:
+            span.end()
+        for stamps in later:
+            afterwards(span, dict(stamps))
+        if not ended:
+            span.end()
+        (finished,) = exporter.get_finished_spans()
+        return list((finished.attributes or {}).items())
+
+    assert exported(stamp_starting, stamp) == exported(_through_the_sdk, _through_the_sdk)
+
+
+def test_a_span_that_has_ended_is_written_through_the_sdk_even_where_its_attributes_are_open() -> None:
+    # The SDK closes an ending span's attributes too; a span that only says it has ended is
+    # still the SDK's to refuse.
+    tracer, exporter = _tracing()
+    span = tracer.start_span("step")
+    span._end_time = 1
+    stamp(span, {"agentguard.stop_reason": "late"})
+    span._end_time = None
+    span.end()
+    (finished,) = exporter.get_finished_spans()
+    assert "agentguard.stop_reason" not in (finished.attributes or {})
