@@ -26,6 +26,8 @@ its form at once, or refuse it for any of the reasons above.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from otel_agentguard import _plain_json
@@ -48,6 +50,20 @@ _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
 _FIRST_LOOK = bytes.maketrans(b"123456789-", b"0000000000")
 _MAX_PATTERNS = 256
 _special_key_patterns: dict[frozenset[str], Any] = {}
+
+
+def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], tuple[str, bool] | None] | None:
+    if _orjson is None or _plain_json.compiled_fingerprint_of_text is None:
+        return None
+    return partial(_plain_json.compiled_fingerprint_of_text, _orjson.loads, _plain_json.SMALL_ENTRIES)
+
+
+#: ``fingerprint_of_small_text(raw, special_keys, hash_state, result)``: the fingerprint of the
+#: object or array ``raw`` holds, continuing a copy of ``hash_state``, and whether it is an empty
+#: result (``result``), in one C call: decoded by orjson, checked and written by the compiled check
+#: and writer, hashed. None (the call) where it is not small and plain (form_of_json_text's first
+#: path); None (this) where the package has no compiled code or no orjson. Only where available().
+fingerprint_of_small_text = _fingerprint_of_small_text()
 
 
 def available() -> bool:

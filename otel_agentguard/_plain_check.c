@@ -239,6 +239,34 @@ is_verified(PyObject *set)
     return 0;
 }
 
+/* check()'s walk of `value` (the budgets in *w, `special` a frozenset): 0 when plain, 1 when not
+ * (w->entries: what it read). It runs no Python code while it reads. */
+static int
+walk(Walk *w, PyObject *value, long depth, PyObject *special)
+{
+    if (depth >= MAX_DEPTH || !(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
+        return 1;
+    }
+    /* A set the cache lets go of is released after the walk: freeing it may run a weakref's
+     * callback, Python code. */
+    PyObject *released = NULL;
+    if (PySet_GET_SIZE(special) && !is_verified(special)) {
+        if (!all_exact_str(special)) {
+            /* Looking a key up among them could compare it through a subclass's __eq__, Python
+             * code that might change what is being read: the Python check reads such values. */
+            return 1;
+        }
+        Py_INCREF(special);
+        released = verified[next_slot];
+        verified[next_slot] = special;
+        next_slot = (next_slot + 1) % VERIFIED_SLOTS;
+    }
+    w->special = PySet_GET_SIZE(special) ? special : NULL;
+    int refused = check_container(w, value, depth);
+    Py_XDECREF(released);
+    return refused;
+}
+
 /* --- the writer ------------------------------------------------------------------------------
  *
  * write() writes what the standard library's encoder writes for the values check() accepts
@@ -571,40 +599,136 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "check(): special must be a frozenset");
         return NULL;
     }
-    if (depth >= MAX_DEPTH || !(PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value))) {
-        return PyLong_FromLong(LEVEL_COST);
-    }
-    /* A set the cache lets go of is released after the walk: freeing it may run a weakref's
-     * callback, Python code. */
-    PyObject *released = NULL;
-    if (PySet_GET_SIZE(special) && !is_verified(special)) {
-        if (!all_exact_str(special)) {
-            /* Looking a key up among them could compare it through a subclass's __eq__, Python
-             * code that might change what is being read: the Python check reads such values. */
-            return PyLong_FromLong(LEVEL_COST);
-        }
-        Py_INCREF(special);
-        released = verified[next_slot];
-        verified[next_slot] = special;
-        next_slot = (next_slot + 1) % VERIFIED_SLOTS;
-    }
-    Walk w = {0, entries_left, 0, text_left, PySet_GET_SIZE(special) ? special : NULL, orjson_ok};
-    PyObject *result = check_container(&w, value, depth)
+    Walk w = {0, entries_left, 0, text_left, NULL, orjson_ok};
+    return walk(&w, value, depth, special)
         ? PyLong_FromSsize_t(w.entries + LEVEL_COST)
         : Py_BuildValue("nnO", w.entries, w.text, w.orjson_ok ? Py_True : Py_False);
-    Py_XDECREF(released);
-    return result;
+}
+
+/* --- a short JSON text's fingerprint, in one call ----------------------------------------------- */
+
+static PyObject *s_copy, *s_update, *s_hexdigest;
+
+/* fingerprint.is_empty() of a value JSON decodes to (exact dict, list, str, int, float, bool or
+ * None): None, blank text, an empty list, or a dict (of at most 64 entries, 8 levels down) whose
+ * every value is empty. */
+static int
+json_empty(PyObject *v, int depth)
+{
+    if (v == Py_None) {
+        return 1;
+    }
+    if (PyUnicode_CheckExact(v)) { /* str.strip() strips what Py_UNICODE_ISSPACE says */
+        int kind = PyUnicode_KIND(v);
+        const void *data = PyUnicode_DATA(v);
+        for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(v); i++) {
+            if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    if (PyList_CheckExact(v)) {
+        return PyList_GET_SIZE(v) == 0;
+    }
+    if (PyDict_CheckExact(v)) {
+        if (depth > 8 || PyDict_GET_SIZE(v) > 64) {
+            return 0;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(v, &pos, &key, &item)) {
+            if (!json_empty(item, depth + 1)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 0; /* a number or a flag is something */
+}
+
+/* (hexdigest of a copy of `state` given the form, empty) */
+static PyObject *
+digest_of(PyObject *state, const Buffer *b, int empty)
+{
+    PyObject *form = PyBytes_FromStringAndSize(b->data, b->length);
+    PyObject *digest = form == NULL ? NULL : PyObject_CallMethodNoArgs(state, s_copy);
+    PyObject *updated = digest == NULL ? NULL : PyObject_CallMethodOneArg(digest, s_update, form);
+    PyObject *hex = updated == NULL ? NULL : PyObject_CallMethodNoArgs(digest, s_hexdigest);
+    PyObject *found = hex == NULL ? NULL : PyTuple_Pack(2, hex, empty ? Py_True : Py_False);
+    Py_XDECREF(form);
+    Py_XDECREF(digest);
+    Py_XDECREF(updated);
+    Py_XDECREF(hex);
+    return found;
+}
+
+PyDoc_STRVAR(fingerprint_doc,
+"fingerprint_of_text(loads, entries_left, text, special, state, result, /)\n"
+"--\n\n"
+"(fingerprint, empty) of the JSON object or array ``text``, decoded by ``loads``: the hex digest\n"
+"of a copy of the hash ``state`` given the value's canonical form (as check() and write() take\n"
+"it, ``entries_left`` values at most), and, for a ``result``, whether the value is empty. None\n"
+"where ``loads`` refuses the text (ValueError) or the value is no small plain container: the\n"
+"caller writes its form.");
+
+static PyObject *
+fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint_of_text() takes 6 arguments");
+        return NULL;
+    }
+    Py_ssize_t entries_left = PyLong_AsSsize_t(args[1]);
+    int result = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *special = args[3];
+    if (!PyFrozenSet_CheckExact(special)) {
+        PyErr_SetString(PyExc_TypeError, "fingerprint_of_text(): special must be a frozenset");
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(args[0], args[2]);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* NaN, lone surrogates, huge numbers, no JSON: the caller's path reads it */
+        Py_RETURN_NONE;
+    }
+    Walk w = {0, entries_left, 0, 0, NULL, 0};
+    Buffer b = {NULL, 0, 0};
+    int status = PyDict_CheckExact(value) || PyList_CheckExact(value) ? walk(&w, value, 0, special) : 1;
+    if (status == 0) {
+        status = write_value(&b, value, 0);
+    }
+    PyObject *found = NULL;
+    if (status == 0) {
+        found = digest_of(args[4], &b, result && json_empty(value, 0));
+    }
+    else if (status == 1) {
+        found = Py_NewRef(Py_None);
+    }
+    else if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(b.data);
+    Py_DECREF(value);
+    return found;
 }
 
 static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, check_doc},
     {"write", (PyCFunction)write_form, METH_O, write_doc},
+    {"fingerprint_of_text", (PyCFunction)(void (*)(void))fingerprint_of_text, METH_FASTCALL, fingerprint_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "otel_agentguard._plain_check",
-    "The plain-JSON check of otel_agentguard._plain_json and its writer, compiled (optional).", -1, methods,
+    "The plain-JSON check of otel_agentguard._plain_json, its writer and a short JSON text's fingerprint,"
+    " compiled (optional).", -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
@@ -616,6 +740,11 @@ PyInit__plain_check(void)
     PyErr_SetString(PyExc_ImportError, "otel_agentguard._plain_check needs the GIL");
     return NULL;
 #else
+    if ((s_copy = PyUnicode_InternFromString("copy")) == NULL ||
+        (s_update = PyUnicode_InternFromString("update")) == NULL ||
+        (s_hexdigest = PyUnicode_InternFromString("hexdigest")) == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&module);
 #endif
 }

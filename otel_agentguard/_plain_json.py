@@ -45,11 +45,13 @@ except ImportError:  # optional: the standard library's encoder is used
 _CompiledCheck = Callable[[Any, int, int, int, frozenset[str], bool], "int | tuple[int, int, bool]"]
 _compiled_check: _CompiledCheck | None
 _compiled_write: Callable[[Any], str | None] | None
+compiled_fingerprint_of_text: Callable[..., tuple[str, bool] | None] | None
 try:
     from otel_agentguard._plain_check import check as _compiled_check
+    from otel_agentguard._plain_check import fingerprint_of_text as compiled_fingerprint_of_text
     from otel_agentguard._plain_check import write as _compiled_write
 except ImportError:  # built without a C compiler: the check runs in Python, the encoders write
-    _compiled_check = _compiled_write = None
+    _compiled_check = _compiled_write = compiled_fingerprint_of_text = None
 
 _MAX_DEPTH = 64
 SMALL_ENTRIES = 256  # the most values compiled_small_form reads

@@ -845,9 +845,14 @@ class Fingerprinter:
         """Keys whose values the canonical form does not write as JSON does (noise, unordered)."""
         return self._canonical.special_keys
 
+    def hash_state(self, *, arguments: bool) -> hashlib.blake2b:
+        """The keyed hash a fingerprint of arguments (else of a result) continues from the canonical
+        form (UTF-8): to copy, never to update."""
+        states = self._hash_states()
+        return states[1] if arguments else states[0]
+
     def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
         """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""
-        states = self._hash_states()
-        digest: hashlib.blake2b = (states[1] if arguments else states[0]).copy()
+        digest = self.hash_state(arguments=arguments).copy()
         digest.update(form)
         return digest.hexdigest()

@@ -48,15 +48,18 @@ def reference(tool: Fingerprinter, raw: str) -> tuple[str, str, bool]:
     return walker.arguments(value).fingerprint, walker.result(value), is_empty(value)
 
 
-# Who writes the form of a text: the compiled writer (small values, where the package has it),
-# else orjson; orjson alone (as where nothing is compiled); the reference walker (no orjson).
-@pytest.fixture(params=["compiled, else orjson", "orjson", "walker"])
+# Who writes the form of a text: one compiled call that decodes, writes and hashes a short text
+# (where the package has it), else the compiled writer (small values), else orjson; the compiled
+# writer, else orjson; orjson alone (as where nothing is compiled); the reference walker (no orjson).
+@pytest.fixture(params=["one compiled call, else", "compiled, else orjson", "orjson", "walker"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param != "walker" and not _json_text_form.available():
         pytest.skip("orjson is not installed (or writes another form)")
-    if request.param == "compiled, else orjson":
-        skip_unless_built(_plain_json._compiled_write is not None, "otel_agentguard._plain_check",
+    if request.param in ("one compiled call, else", "compiled, else orjson"):
+        skip_unless_built(_json_text_form.fingerprint_of_small_text is not None, "otel_agentguard._plain_check",
                           "orjson writes every form")
+    if request.param != "one compiled call, else":
+        monkeypatch.setattr(_json_text_form, "fingerprint_of_small_text", None)
     if request.param == "orjson":
         monkeypatch.setattr(_plain_json, "_compiled_write", None)
     if request.param == "walker":
@@ -159,3 +162,22 @@ def test_long_payloads_keep_the_walks_value_budget(writer: str, count: int) -> N
     expected = reference(tool, raw)
     result, empty = NO_MEMORY.result(tool, raw)
     assert (NO_MEMORY.arguments(tool, raw), result, empty) == expected
+
+
+def _nested(depth: int) -> Any:
+    value: Any = {"leaf": " \u3000\t"}
+    for _ in range(depth):
+        value = {"inner": value}
+    return value
+
+
+@pytest.mark.parametrize("value", [
+    {f"k{index}": "" for index in range(64)}, {f"k{index}": None for index in range(65)},  # at most 64 are read
+    _nested(7), _nested(8), _nested(9),  # 8 levels down at most
+    {"a": [], "b": {"c": None, "d": "\u2028"}}, {"a": [None]}, {"a": 0}, {"a": False}, {"a": "\u200b"},
+    [], [None], {},
+])
+def test_an_empty_result_is_told_as_the_reference_tells_it(writer: str, value: Any) -> None:
+    raw = json.dumps(value)
+    tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset())
+    assert NO_MEMORY.result(tool, raw) == reference(tool, raw)[1:]
