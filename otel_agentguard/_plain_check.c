@@ -699,7 +699,7 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Walk w = {0, entries_left, 0, 0, NULL, 0};
     Buffer b = {NULL, 0, 0};
-    int status = PyDict_CheckExact(value) || PyList_CheckExact(value) ? walk(&w, value, 0, special) : 1;
+    int status = walk(&w, value, 0, special); /* (refuses anything but a container) */
     if (status == 0) {
         status = write_value(&b, value, 0);
     }

@@ -1244,6 +1244,25 @@ static PyObject **const object_fields[] = {
 };
 #define OBJECTS ((int)(sizeof object_fields / sizeof object_fields[0]))
 
+/* Whether `given` is a tuple of pins: (a dict or a class of Python's, a str, its value). */
+static int
+pins(PyObject *given)
+{
+    if (!PyTuple_CheckExact(given))
+        return 0;
+    for (Py_ssize_t pin = 0; pin < PyTuple_GET_SIZE(given); pin++) {
+        PyObject *item = PyTuple_GET_ITEM(given, pin);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !is_text(PyTuple_GET_ITEM(item, 1)) ||
+            !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+              (PyType_Check(PyTuple_GET_ITEM(item, 0)) &&
+               PyType_HasFeature((PyTypeObject *)PyTuple_GET_ITEM(item, 0), Py_TPFLAGS_HEAPTYPE))))
+            return 0;
+    }
+    return 1;
+}
+
+
+
 /* configure(given): what the processor's Python start and end read from their modules, by name
  * (see processor.compiled_span_paths_configuration), checked, and set once. */
 static PyObject *
@@ -1291,18 +1310,8 @@ configure(PyObject *module, PyObject *given)
         if (PyUnicode_Compare(value, objects[3]) == 0 || value != other_kind)
             return refuse("kind_of_operation must map to two kinds, the tool kind itself and one other");
     }
-    for (int at = 18; at < 20; at++) {
-        if (!PyTuple_CheckExact(objects[at]))
-            return refuse("start_pins and end_pins must be tuples of (namespace, name, value)");
-        for (Py_ssize_t pin = 0; pin < PyTuple_GET_SIZE(objects[at]); pin++) {
-            PyObject *item = PyTuple_GET_ITEM(objects[at], pin);
-            if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !is_text(PyTuple_GET_ITEM(item, 1)) ||
-                !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-                  (PyType_Check(PyTuple_GET_ITEM(item, 0)) &&
-                   PyType_HasFeature((PyTypeObject *)PyTuple_GET_ITEM(item, 0), Py_TPFLAGS_HEAPTYPE))))
-                return refuse("a pin must be (a dict or a class, a str, its value)");
-        }
-    }
+    if (!pins(objects[18]) || !pins(objects[19]))
+        return refuse("start_pins and end_pins must be tuples of (a dict or a class, a str, its value)");
     for (int at = 5; at < 13; at++)
         if (!PyCallable_Check(objects[at]) && !(at >= 10 && objects[at] == Py_None))
             return PyErr_Format(PyExc_TypeError, "configure: %s must be callable", object_names[at]);
@@ -1331,6 +1340,211 @@ configure(PyObject *module, PyObject *given)
     Py_RETURN_NONE;
 }
 
+/* --- on_start and on_end, in the processor's class --------------------------------------------
+ *
+ * The SDK calls both for every span of the service, most of them no agent's. hooks() returns
+ * them as method descriptors, which the processor module puts in place of the Python methods:
+ * they do what those do for the processor's own class in observe mode, and hand anything else
+ * (a subclass, enforce mode, another SDK's span, unusual arguments, a replaced function) to the
+ * Python methods, the reference, with the same arguments. */
+
+static PyObject *python_on_start, *python_on_end;      /* the Python methods */
+static PyObject *markers;                              /* tuple of str: attributes that may make a step */
+static PyObject *session_in_context_function;          /* session_resolution.session_in_context */
+static PyObject *start_hook_pins, *end_hook_pins;      /* what each stands for or calls round */
+static PyObject *s_parent_context, *s_start_marked, *s_session_span_ended, *on_start_failed, *on_end_failed;
+
+/* The Python method `function`, called with `self` and the arguments as given. */
+static PyObject *
+in_python(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[8], **stack = total < 8 ? small : PyMem_New(PyObject *, total + 1);
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    stack[0] = self;
+    for (Py_ssize_t at = 0; at < total; at++)
+        stack[at + 1] = args[at];
+    PyObject *result = PyObject_Vectorcall(function, stack, nargs + 1, kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return result;
+}
+
+/* The methods' `except Exception: report(kind, exc)`: None, with the failure reported; NULL for
+ * any other exception (KeyboardInterrupt, say), or where reporting fails. */
+static PyObject *
+contained(PyObject *kind)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *reported = PyObject_CallFunctionObjArgs(report, kind, value == NULL ? Py_None : value, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    if (reported == NULL)
+        return NULL;
+    Py_DECREF(reported);
+    Py_RETURN_NONE;
+}
+
+/* Whether the span's attributes hold any of the markers: 1, 0, or -1 with an error. */
+static int
+marked(PyObject *attrs)
+{
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(markers); at++) {
+        int found = PyDict_Contains(attrs, PyTuple_GET_ITEM(markers, at));
+        if (found)
+            return found;
+    }
+    return 0;
+}
+
+/* on_start's work for an SDK span of the processor's class in observe mode: 0, or -1 with an error. */
+static int
+start_span(PyObject *processor, PyObject *span, PyObject *attrs, PyObject *parent_context)
+{
+    int step = marked(attrs);
+    if (step < 0)
+        return -1;
+    if (step) { /* a step in a live session, started by start_marked where it can */
+        PyObject *given[4] = {processor, span, attrs, parent_context};
+        PyObject *done = start_marked(NULL, given, 4);
+        if (done == NULL)
+            return -1;
+        int finished = done == Py_True;
+        Py_DECREF(done);
+        return finished ? 0 : done_with(PyObject_CallMethodObjArgs(processor, s_start_marked, span, attrs,
+                                                                   parent_context, NULL));
+    }
+    /* Neither a step nor naming a session: it joins the context's session, if any. */
+    PyObject *context = parent_context == Py_None ? PyObject_CallNoArgs(current_context) : Py_NewRef(parent_context);
+    if (context == NULL)
+        return -1;
+    int outcome = PyObject_IsTrue(context); /* else an empty context: a trace's root span without baggage */
+    PyObject *found = NULL, *session_id = NULL;
+    if (outcome > 0) {
+        outcome = Py_IS_TYPE(context, context_type) ? session_in_context(context, &found) : LEFT_TO_PYTHON;
+        if (outcome == FOUND)
+            session_id = Py_NewRef(found);
+        else if (outcome == LEFT_TO_PYTHON) {
+            session_id = PyObject_CallOneArg(session_in_context_function, context);
+            outcome = session_id == NULL ? ERROR : NOTHING;
+            if (session_id == Py_None)
+                Py_CLEAR(session_id);
+        }
+        if (session_id != NULL && stamp(span, session_id, NULL) < 0)
+            outcome = ERROR;
+    }
+    Py_XDECREF(session_id);
+    Py_DECREF(context);
+    return outcome < 0 ? -1 : 0;
+}
+
+/* on_start(self, span, parent_context=None) */
+static PyObject *
+on_start_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *span = nargs >= 1 ? args[0] : NULL, *parent_context = nargs == 2 ? args[1] : Py_None;
+    Py_ssize_t named = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (named == 1 && nargs == 1 && PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) &&
+        PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), s_parent_context) == 0)
+        parent_context = args[1];
+    else if (named != 0 || nargs < 1 || nargs > 2)
+        span = NULL; /* unusual arguments: Python says what they mean */
+    int usual = span == NULL ? 0 : unchanged(start_hook_pins);
+    if (usual > 0)
+        usual = observing(self);
+    if (usual > 0)
+        usual = sdk_span(span);
+    PyObject *attrs = usual > 0 ? attribute_dict(span) : NULL;
+    if (attrs == NULL)
+        return PyErr_Occurred() ? contained(on_start_failed) : in_python(python_on_start, self, args, nargs, kwnames);
+    int failed = start_span(self, span, attrs, parent_context) < 0;
+    Py_DECREF(attrs);
+    return failed ? contained(on_start_failed) : Py_NewRef(Py_None);
+}
+
+/* on_end(self, span) */
+static PyObject *
+on_end_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int usual = nargs != 1 || kwnames != NULL ? 0 : unchanged(end_hook_pins);
+    if (usual > 0)
+        usual = observing(self);
+    PyObject *attrs = usual > 0 ? attribute_dict(args[0]) : NULL;
+    if (attrs == NULL)
+        return PyErr_Occurred() ? contained(on_end_failed) : in_python(python_on_end, self, args, nargs, kwnames);
+    PyObject *session_id = Py_XNewRef(lookup(attrs, a_session_id)), *verdict = NULL;
+    int failed = session_id == NULL && PyErr_Occurred();
+    if (session_id != NULL && session_id != Py_None) { /* else no span of a session */
+        verdict = Py_XNewRef(lookup(attrs, a_verdict));
+        int judged = verdict == NULL ? (PyErr_Occurred() ? -1 : 0) : PyObject_IsTrue(verdict);
+        failed = judged < 0;
+        if (judged == 0) { /* a step of a live session, ended by end_in_session where it can */
+            PyObject *given[4] = {self, args[0], attrs, session_id};
+            PyObject *done = end_in_session(NULL, given, 4);
+            failed = done == NULL;
+            if (done == Py_False)
+                failed = done_with(PyObject_CallMethodObjArgs(self, s_session_span_ended, args[0], attrs, session_id,
+                                                              NULL)) < 0;
+            Py_XDECREF(done);
+        }
+    }
+    Py_XDECREF(verdict);
+    Py_XDECREF(session_id);
+    Py_DECREF(attrs);
+    return failed ? contained(on_end_failed) : Py_NewRef(Py_None);
+}
+
+static PyMethodDef on_start_def = {
+    "on_start", (PyCFunction)(void (*)(void))on_start_hook, METH_FASTCALL | METH_KEYWORDS,
+    "on_start(span, parent_context=None): the processor's on_start, compiled."};
+static PyMethodDef on_end_def = {
+    "on_end", (PyCFunction)(void (*)(void))on_end_hook, METH_FASTCALL | METH_KEYWORDS,
+    "on_end(span): the processor's on_end, compiled."};
+
+/* hooks(given): on_start and on_end as method descriptors of the configured processor class, set
+ * up once from `given` (see processor._compiled_hooks). */
+static PyObject *
+hooks(PyObject *module, PyObject *given)
+{
+    if (processor_type == NULL)
+        return refuse("the span paths must be configured first");
+    if (python_on_start != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hooks: made once");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(given))
+        return refuse("expected a dict");
+    const char *names[] = {"on_start", "on_end", "markers", "session_in_context", "start_pins", "end_pins"};
+    PyObject *found[6];
+    for (int at = 0; at < 6; at++)
+        if ((found[at] = entry(given, names[at])) == NULL)
+            return NULL;
+    if (!PyCallable_Check(found[0]) || !PyCallable_Check(found[1]) || !PyCallable_Check(found[3]) ||
+        !texts(found[2], 0) || !pins(found[4]) || !pins(found[5]))
+        return refuse("on_start, on_end and session_in_context must be callable, markers a tuple of str and the "
+                      "pins tuples of (namespace, name, value)");
+    PyObject *start = PyDescr_NewMethod(processor_type, &on_start_def);
+    PyObject *end = start == NULL ? NULL : PyDescr_NewMethod(processor_type, &on_end_def);
+    PyObject *both = end == NULL ? NULL : PyTuple_Pack(2, start, end);
+    Py_XDECREF(start);
+    Py_XDECREF(end);
+    if (both == NULL)
+        return NULL;
+    PyObject **fields[] = {&python_on_start, &python_on_end, &markers, &session_in_context_function,
+                           &start_hook_pins, &end_hook_pins};
+    for (int at = 0; at < 6; at++)
+        *fields[at] = Py_NewRef(found[at]);
+    return both;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)configure, METH_O,
      "Set what the span paths read from the processor's modules, by name; once."},
@@ -1338,6 +1552,8 @@ static PyMethodDef methods[] = {
      "True when the span's start is done; False, with nothing changed, for Python to do it."},
     {"end_in_session", (PyCFunction)(void (*)(void))end_in_session, METH_FASTCALL,
      "True when the span's end is done; False, with nothing changed, for Python to do it."},
+    {"hooks", (PyCFunction)hooks, METH_O,
+     "on_start and on_end, compiled, as method descriptors of the processor's class; made once."},
     {"stamp", (PyCFunction)(void (*)(void))stamp_shared, METH_FASTCALL,
      "span_stamp.stamp: True when written; False, with nothing done, for Python to write them."},
     {"stamp_starting", (PyCFunction)(void (*)(void))stamp_starting, METH_FASTCALL,
@@ -1365,7 +1581,8 @@ PyInit__span_paths(void)
         "_parent", "max_value_len", "_immutable", "maxlen", "acquire", "release", "move_to_end", "set_attributes",
         "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "policy",
         "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
-        "trace_id", "start_lone_call", "open", "start_step", "032x",
+        "trace_id", "start_lone_call", "open", "start_step", "032x", "parent_context", "_start_marked",
+        "_session_span_ended", "processor.on_start", "processor.on_end",
     };
     PyObject **fields[] = {
         &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
@@ -1373,6 +1590,7 @@ PyInit__span_paths(void)
         &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
         &s_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
         &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &trace_id_format,
+        &s_parent_context, &s_start_marked, &s_session_span_ended, &on_start_failed, &on_end_failed,
     };
     for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)
         if ((*fields[at] = PyUnicode_InternFromString(interned[at])) == NULL)

@@ -470,6 +470,29 @@ _compiled_start = _span_paths_module.start_marked if _span_paths_module is not N
 _compiled_end = _span_paths_module.end_in_session if _span_paths_module is not None else None
 
 
+_python_on_start, _python_on_end = AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end
+
+
+def _compiled_hooks(span_paths: ModuleType) -> tuple[Any, Any]:
+    """on_start and on_end compiled: they do what the Python methods do for the processor's own
+    class in observe mode, and call those, with the same arguments, for anything else."""
+    return span_paths.hooks({  # type: ignore[no-any-return]
+        "on_start": _python_on_start, "on_end": _python_on_end,
+        "markers": tuple(sorted(_MARKERS)), "session_in_context": session_in_context,
+        # As for the span paths: where one of these is replaced, the Python methods run.
+        "start_pins": _pins((globals(), "_compiled_start"), (globals(), "current_context"),
+                            (globals(), "session_in_context"), (globals(), "stamp_starting"),
+                            (vars(_internal_errors), "report")),
+        "end_pins": _pins((globals(), "_compiled_end"), (vars(_internal_errors), "report")),
+    })
+
+
+if _span_paths_module is not None:
+    # The SDK calls these two for every span of the service, most of them no agent's.
+    AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end = (  # type: ignore[method-assign]
+        _compiled_hooks(_span_paths_module))
+
+
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:
     """A forked child (gunicorn, multiprocessing) inherits the parent's sessions and possibly a
     lock held mid-update: it starts afresh. A weak reference, so the hook keeps no dropped

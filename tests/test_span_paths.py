@@ -15,6 +15,7 @@ equal. Every other test of the package runs with the compiled paths in place.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -800,3 +801,111 @@ def test_configure_refuses_what_it_cannot_read_and_runs_once():
         _span_paths.start_marked(None)
     with pytest.raises(TypeError, match="4 arguments"):
         _span_paths.end_in_session(None)
+
+
+# --- on_start and on_end themselves ---------------------------------------------------------------
+
+HOOKS = AgentGuardSpanProcessor.__dict__["on_start"], AgentGuardSpanProcessor.__dict__["on_end"]
+PYTHON_HOOKS = processor_module._python_on_start, processor_module._python_on_end
+
+
+def _python_hooks_run(run: Run) -> list[str]:
+    """Which of the Python methods on_start and on_end ran, in order, for a session of one tool call."""
+    python = {hook.__code__ for hook in PYTHON_HOOKS}
+    ran: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in python:
+            ran.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        agent, context = _session(run, "s9")
+        _tool(run, context).end()
+        agent.end()
+    finally:
+        sys.setprofile(None)
+    return ran
+
+
+def test_on_start_and_on_end_are_compiled_and_call_the_python_methods_for_anything_else():
+    assert all(type(hook).__name__ == "method_descriptor" for hook in HOOKS)
+
+    class Custom(AgentGuardSpanProcessor):
+        pass
+
+    # The agent span and its tool's start and end; then, as the agent span ends, the verdict span's.
+    in_python = ["on_start", "on_start", "on_end", "on_end", "on_start", "on_end"]
+    assert _python_hooks_run(Run()) == []
+    assert _python_hooks_run(Run(processor_type=Custom)) == in_python
+    assert _python_hooks_run(Run(mode="enforce")) == in_python
+    with paths(compiled=False):  # a replaced function they stand for
+        assert _python_hooks_run(Run()) == in_python
+    run = Run()
+    with pytest.raises(TypeError):  # arguments the Python method refuses are refused as it refuses them
+        run.processor.on_start(_tool(run, Context()), None, "extra")
+
+
+def test_on_start_takes_its_context_by_position_or_by_name():
+    run = Run()
+    agent, context = _session(run, "s10")
+    for how in ("position", "name"):
+        span = run.tracer.start_span("plain", context=Context())  # started outside: stamped below
+        span._attributes._dict.pop(A.SESSION_ID, None)
+        if how == "position":
+            run.processor.on_start(span, context)
+        else:
+            run.processor.on_start(span, parent_context=context)
+        assert span.attributes[A.SESSION_ID] == "s10", how
+        span.end()
+    agent.end()
+
+
+class FailingContext(Context):
+    def get(self, key: str, default: Any = None) -> Any:
+        raise RuntimeError("unreadable")
+
+
+class FailingFlag:
+    def __bool__(self) -> bool:
+        raise RuntimeError("neither")
+
+
+def test_a_failure_in_on_start_or_on_end_is_reported_not_raised():
+    run = Run()
+    before = _internal_errors.counts()
+    span = run.tracer.start_span("plain", context=Context())
+    run.processor.on_start(span, FailingContext({"a": 1}))  # read by session_in_context, which raises
+    span._attributes._dict.update({A.SESSION_ID: "s11", A.VERDICT: FailingFlag()})
+    run.processor.on_end(span)
+    after = _internal_errors.counts()
+    assert after.get("processor.on_start", 0) == before.get("processor.on_start", 0) + 1
+    assert after.get("processor.on_end", 0) == before.get("processor.on_end", 0) + 1
+
+
+def test_on_start_and_on_end_free_what_they_take():
+    provider = TracerProvider()
+    processor = AgentGuardSpanProcessor(POLICY, tracer_provider=provider)
+    tracer = provider.get_tracer("leak")
+    agent = tracer.start_span("agent", attributes={A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+                                                   A.GEN_AI_CONVERSATION_ID: "s12"})
+    processor.on_start(agent, None)
+    context = trace.set_span_in_context(agent)
+    plain, step = tracer.start_span("plain", context=context), _tool_span(tracer, context)
+    failing = tracer.start_span("failing")
+    failing._attributes._dict.update({A.SESSION_ID: "s12", A.VERDICT: FailingFlag()})
+
+    def calls() -> None:
+        for _ in range(200):
+            for span in (plain, step):
+                span._attributes._dict.pop(A.SESSION_ID, None)
+                span._attributes._dict.pop(A.SEQUENCE, None)
+                processor.on_start(span, context)
+                processor.on_start(span, parent_context=context)
+            processor.on_start(plain, None)
+            processor.on_start(plain, FailingContext({"a": 1}))
+            processor.on_end(plain)
+            processor.on_end(failing)
+
+    assert_frees_what_it_takes(calls)
+    provider.shutdown()
