@@ -53,7 +53,7 @@ _special_key_patterns: dict[frozenset[str], Any] = {}
 
 
 def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], tuple[str, bool] | None] | None:
-    if _orjson is None or _plain_json.compiled_fingerprint_of_text is None:
+    if _orjson is None or _plain_json.compiled_fingerprint_of_text is None or not _plain_json.orjson_agrees():
         return None
     return partial(_plain_json.compiled_fingerprint_of_text, _orjson.loads, _plain_json.SMALL_ENTRIES)
 
@@ -62,7 +62,7 @@ def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], t
 #: object or array ``raw`` holds, continuing a copy of ``hash_state``, and whether it is an empty
 #: result (``result``), in one C call: decoded by orjson, checked and written by the compiled check
 #: and writer, hashed. None (the call) where it is not small and plain (form_of_json_text's first
-#: path); None (this) where the package has no compiled code or no orjson. Only where available().
+#: path); None (this) where the package has no compiled code, or orjson is not available().
 fingerprint_of_small_text = _fingerprint_of_small_text()
 
 

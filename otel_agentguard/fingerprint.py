@@ -848,8 +848,11 @@ class Fingerprinter:
     def hash_state(self, *, arguments: bool) -> hashlib.blake2b:
         """The keyed hash a fingerprint of arguments (else of a result) continues from the canonical
         form (UTF-8): to copy, never to update."""
-        states = self._hash_states()
-        return states[1] if arguments else states[0]
+        states = self._states
+        if states is not None and states[0] is (_keyed_state if self._key is None else None):  # as arguments() tests
+            return states[2] if arguments else states[1]  # type: ignore[no-any-return]
+        result, of_arguments = self._hash_states()
+        return of_arguments if arguments else result  # type: ignore[no-any-return]
 
     def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
         """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""

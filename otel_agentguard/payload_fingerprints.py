@@ -68,13 +68,14 @@ class PayloadFingerprints:
 def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> tuple[str, bool]:
     """A payload's fingerprint (of arguments, else of a result) and whether it is an empty result:
     from the form orjson writes when it can, else through the reference walk."""
-    if (type(raw) is str and raw[:1] in _JSON_CONTAINER_START and len(raw) <= _MAX_WRITTEN_CHARS
-            and _json_text_form.available()):
+    if type(raw) is str and raw[:1] in _JSON_CONTAINER_START:
         small = _json_text_form.fingerprint_of_small_text
         if small is not None and len(raw) <= _MAX_REMEMBERED_CHARS:  # most payloads: one C call
             found = small(raw, fingerprinter.special_keys, fingerprinter.hash_state(arguments=arguments), not arguments)
             if found is not None:
                 return found
+    if (type(raw) is str and raw[:1] in _JSON_CONTAINER_START and len(raw) <= _MAX_WRITTEN_CHARS
+            and _json_text_form.available()):
         written = _json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
         if written is not None:
             form, value = written

@@ -14,9 +14,10 @@ Most spans of a service are no agent step: a span with none of the attributes
 that make a step or name a session costs one set test and the context's session
 lookup, and is stamped only when it runs inside a session.
 
-Where the package was built with a C compiler, the start and end of a step span
-in a live session (observe mode, the SDK's own spans) run in ``_span_paths.c``,
-a compiled twin of :meth:`~AgentGuardSpanProcessor._start_marked` and
+Where the package was built with a C compiler, ``on_start`` and ``on_end``
+themselves, and the start and end of a step span in a live session or of a lone
+call (observe mode, the SDK's own spans), run in ``_span_paths.c``, a compiled
+twin of these methods and of :meth:`~AgentGuardSpanProcessor._start_marked` and
 :meth:`~AgentGuardSpanProcessor._session_span_ended` that leaves everything
 else to them, having changed nothing.
 
@@ -161,9 +162,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._duplicates = DuplicateSpans()
 
     # --- SpanProcessor -----------------------------------------------------------
-    # on_start and on_end run for every span of the service, most of them no agent's: their
-    # common case is written inline (an SDK span's attribute dict read as span_attributes
-    # reads it), since a Python call costs as much as the rest of what they do for such a span.
+    # on_start and on_end run for every span of the service, most of them no agent's: where the
+    # package was built with a C compiler, compiled twins take their place in the class (see the
+    # end of this module) and call these, the reference, for anything unusual. Their common case
+    # is written inline here too (an SDK span's attribute dict read as span_attributes reads it),
+    # since a Python call costs as much as the rest of what they do for such a span.
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             try:

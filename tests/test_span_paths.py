@@ -909,3 +909,19 @@ def test_on_start_and_on_end_free_what_they_take():
 
     assert_frees_what_it_takes(calls)
     provider.shutdown()
+
+
+def test_a_span_class_with_writers_of_its_own_is_stamped_through_them():
+    from opentelemetry.sdk.trace import Span as SDKSpan
+
+    class Redacting(SDKSpan):
+        def set_attributes(self, attributes: Any) -> None:
+            super().set_attributes({key: "<redacted>" for key in attributes})
+
+    run = Run()
+    agent, context = _session(run, "s13")
+    span = Redacting("plain", SpanContext(trace_id=1, span_id=2, is_remote=False))
+    span.start()
+    run.processor.on_start(span, context)  # inside the session: stamped with its id, through its writers
+    assert dict(span.attributes or {}) == {A.SESSION_ID: "<redacted>"}
+    agent.end()
