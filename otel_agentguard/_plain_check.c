@@ -680,8 +680,11 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t entries_left = PyLong_AsSsize_t(args[1]);
+    if (entries_left == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
     int result = PyObject_IsTrue(args[5]);
-    if (PyErr_Occurred()) {
+    if (result < 0) {
         return NULL;
     }
     PyObject *special = args[3];

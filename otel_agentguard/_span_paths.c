@@ -79,7 +79,7 @@ is_text(PyObject *value)
 }
 
 /* Whether the span's class keeps its attributes and parent where the SDK's does (asked of Python
- * once per class): 1, 0, or -1 with an error set. */
+ * once per class; a class whose asking fails is not): 1, 0, or -1 with an error set. */
 static int
 sdk_span(PyObject *span)
 {
@@ -90,8 +90,12 @@ sdk_span(PyObject *span)
     if (PyErr_Occurred())
         return -1;
     PyObject *answer = PyObject_CallOneArg(reads_as_the_sdk, kind);
-    if (answer == NULL)
-        return -1;
+    if (answer == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear(); /* a class that cannot be asked (each time): read through the Python code */
+        return 0;
+    }
     int yes = answer == Py_True;
     Py_DECREF(answer);
     if (PyDict_GET_SIZE(span_types) < MAX_SPAN_TYPES && PyDict_SetItem(span_types, kind, yes ? Py_True : Py_False) < 0)
@@ -577,7 +581,7 @@ write_stamps(PyObject *span, PyObject *attributes, int shared)
             return -1;
         }
     }
-    PyObject *keys[MAX_STAMPS], *key, *value;
+    PyObject *keys[MAX_STAMPS] = {NULL}, *key, *value;
     Py_ssize_t position = 0, at = 0;
     while (at < count && PyDict_Next(attributes, &position, &key, &value))
         keys[at++] = Py_NewRef(key); /* held: the reads below may run code */
@@ -1462,6 +1466,8 @@ on_start_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
         usual = observing(self);
     if (usual > 0)
         usual = sdk_span(span);
+    if (usual < 0 && PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Clear(); /* a check of its own failed (a span class that cannot be asked): Python's to read */
     PyObject *attrs = usual > 0 ? attribute_dict(span) : NULL;
     if (attrs == NULL)
         return PyErr_Occurred() ? contained(on_start_failed) : in_python(python_on_start, self, args, nargs, kwnames);
@@ -1477,6 +1483,8 @@ on_end_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     int usual = nargs != 1 || kwnames != NULL ? 0 : unchanged(end_hook_pins);
     if (usual > 0)
         usual = observing(self);
+    if (usual < 0 && PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Clear(); /* as in on_start */
     PyObject *attrs = usual > 0 ? attribute_dict(args[0]) : NULL;
     if (attrs == NULL)
         return PyErr_Occurred() ? contained(on_end_failed) : in_python(python_on_end, self, args, nargs, kwnames);
@@ -1504,10 +1512,10 @@ on_end_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 
 static PyMethodDef on_start_def = {
     "on_start", (PyCFunction)(void (*)(void))on_start_hook, METH_FASTCALL | METH_KEYWORDS,
-    "on_start(span, parent_context=None): the processor's on_start, compiled."};
+    "on_start($self, span, parent_context=None)\n--\n\nThe processor's on_start, compiled."};
 static PyMethodDef on_end_def = {
     "on_end", (PyCFunction)(void (*)(void))on_end_hook, METH_FASTCALL | METH_KEYWORDS,
-    "on_end(span): the processor's on_end, compiled."};
+    "on_end($self, span)\n--\n\nThe processor's on_end, compiled."};
 
 /* hooks(given): on_start and on_end as method descriptors of the configured processor class, set
  * up once from `given` (see processor._compiled_hooks). */

@@ -405,6 +405,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
 def _reads_as_the_sdk(kind: type) -> bool:
     """Whether the compiled start may read a span of this class as the SDK keeps its fields."""
     return (writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
+            and getattr(kind, "start_time", None) is vars(ReadableSpan)["start_time"]
             and getattr(kind, "get_span_context", None) is vars(Span)["get_span_context"])
 
 
@@ -492,8 +493,11 @@ def _compiled_hooks(span_paths: ModuleType) -> tuple[Any, Any]:
 
 if _span_paths_module is not None:
     # The SDK calls these two for every span of the service, most of them no agent's.
-    AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end = (  # type: ignore[method-assign]
-        _compiled_hooks(_span_paths_module))
+    try:
+        AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end = (  # type: ignore[method-assign]
+            _compiled_hooks(_span_paths_module))
+    except (TypeError, RuntimeError):  # what they cannot read, or made already (a reload): the methods above
+        pass
 
 
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:

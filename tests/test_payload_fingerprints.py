@@ -181,3 +181,36 @@ def test_an_empty_result_is_told_as_the_reference_tells_it(writer: str, value: A
     raw = json.dumps(value)
     tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset())
     assert NO_MEMORY.result(tool, raw) == reference(tool, raw)[1:]
+
+
+
+@pytest.mark.parametrize("key", [None, b"a key of this fingerprinter's own"])
+def test_one_compiled_call_fingerprints_a_plain_payload_as_the_form_and_keyed_hash_do(key: bytes | None) -> None:
+    small = _json_text_form.fingerprint_of_small_text
+    skip_unless_built(small is not None or not _json_text_form.available(), "otel_agentguard._plain_check",
+                      "orjson writes every form")
+    if small is None:
+        pytest.skip("orjson is not installed (or writes another form)")
+    tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset(), key=key)
+    raw = '{"order_id": "A-1", "page": 2, "filters": {"status": ["open", "late"]}, "note": " "}'
+    for arguments in (True, False):
+        written = _json_text_form.form_of_json_text(raw, tool.special_keys)
+        assert written is not None
+        found = small(raw, tool.special_keys, tool.hash_state(arguments=arguments), not arguments)
+        assert found == (tool.digest_of_form(written[0], arguments=arguments), False)
+    assert small('{"a": [], "b": " "}', tool.special_keys, tool.hash_state(arguments=False), True)[1] is True
+
+
+def test_remembered_payload_fingerprints_follow_a_rotated_key(writer: str) -> None:
+    tool = Fingerprinter("search")
+    raw = '{"order_id": "A-1"}'
+    remembered = PayloadFingerprints()
+    try:
+        fingerprint.set_fingerprint_key("first")
+        first = remembered.arguments(tool, raw)
+        assert remembered.arguments(tool, raw) == first
+        fingerprint.set_fingerprint_key("second")
+        second = remembered.arguments(tool, raw)
+        assert second != first and second == reference(tool, raw)[0]
+    finally:
+        fingerprint.set_fingerprint_key(None)

@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from otel_agentguard import _internal_errors
+from otel_agentguard import _internal_errors, span_stamp
 from otel_agentguard import attributes as A
 from otel_agentguard import processor as processor_module
 from otel_agentguard._context import SessionContext, with_session
@@ -73,12 +73,17 @@ class CountingIds(IdGenerator):
 
 @contextmanager
 def paths(compiled: bool) -> Iterator[None]:
-    saved = processor_module._compiled_start, processor_module._compiled_end
-    processor_module._compiled_start, processor_module._compiled_end = (COMPILED, COMPILED_END) if compiled else (None, None)
+    """The compiled paths (and the stamps they write) in place, or the Python methods alone."""
+    saved = (processor_module._compiled_start, processor_module._compiled_end, span_stamp._compiled_stamp,
+             span_stamp._compiled_stamp_starting)
+    if not compiled:
+        processor_module._compiled_start = processor_module._compiled_end = None
+        span_stamp._compiled_stamp = span_stamp._compiled_stamp_starting = None
     try:
         yield
     finally:
-        processor_module._compiled_start, processor_module._compiled_end = saved
+        (processor_module._compiled_start, processor_module._compiled_end, span_stamp._compiled_stamp,
+         span_stamp._compiled_stamp_starting) = saved
 
 
 class Run:
@@ -927,4 +932,28 @@ def test_a_span_class_with_writers_of_its_own_is_stamped_through_them():
     span.start()
     run.processor.on_start(span, context)  # inside the session: stamped with its id, through its writers
     assert dict(span.attributes or {}) == {A.SESSION_ID: "<redacted>"}
+    agent.end()
+
+
+
+def test_a_span_class_the_hooks_cannot_ask_about_is_started_by_the_python_method():
+    from opentelemetry.sdk.trace import Span as SDKSpan
+
+    class Guarded(type(SDKSpan)):  # type: ignore[misc]
+        def __getattribute__(cls, name: str) -> Any:
+            if name == "parent":
+                raise RuntimeError("not to be asked")
+            return super().__getattribute__(name)
+
+    class Odd(SDKSpan, metaclass=Guarded):
+        pass
+
+    run = Run()
+    agent, context = _session(run, "s15")
+    before = _internal_errors.counts().get("processor.on_start", 0)
+    span = Odd("plain", SpanContext(trace_id=1, span_id=2, is_remote=False))
+    span.start()
+    run.processor.on_start(span, context)
+    assert dict(span.attributes or {}) == {A.SESSION_ID: "s15"}  # stamped as Python stamps it
+    assert _internal_errors.counts().get("processor.on_start", 0) == before
     agent.end()

@@ -158,10 +158,12 @@ def test_the_compiled_writers_write_what_they_can_and_hand_back_the_rest(writers
     assert compiled_stamp(span, {"agentguard.steps": 2, "agentguard.reasons": ("stop",)})
     assert not compiled_stamp(span, {"agentguard.claims": ["write"]})  # the SDK converts a list: Python's
     assert not compiled_stamp(span, {f"agentguard.k{index}": index for index in range(17)})  # too many for one write
+    assert compiled_stamp(span, {f"agentguard.n{index}": index for index in range(16)})  # as many as one takes
     span.end()
     assert compiled_stamp(span, {"agentguard.late": 1})  # an ended span: through the SDK, which refuses it
     assert dict(span.attributes or {}) == {"agentguard.sequence": 1, "agentguard.steps": 2,
-                                          "agentguard.reasons": ("stop",)}
+                                          "agentguard.reasons": ("stop",),
+                                          **{f"agentguard.n{index}": index for index in range(16)}}
     with pytest.raises(TypeError):
         compiled_stamp(span)
 
