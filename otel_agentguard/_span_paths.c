@@ -500,41 +500,6 @@ done:
     return yes;
 }
 
-/* span_stamp.stamp_starting(span, stamps): the session id (where given) and the sequence number
- * (where given), in that order. */
-static int
-stamp(PyObject *span, PyObject *session_id, PyObject *sequence)
-{
-    PyObject *keys[2], *values[2];
-    Py_ssize_t count = 0;
-    if (session_id != NULL) {
-        keys[count] = a_session_id;
-        values[count++] = session_id;
-    }
-    if (sequence != NULL) {
-        keys[count] = a_sequence;
-        values[count++] = sequence;
-    }
-    if (count == 0)
-        return 0;
-    PyObject *dict = NULL;
-    int direct = writable(span, count, keys, &dict);
-    if (direct < 0)
-        return -1;
-    if (!direct && (dict = PyDict_New()) == NULL)
-        return -1;
-    int failed = 0;
-    for (Py_ssize_t at = 0; at < count && !failed; at++)
-        failed = PyDict_SetItem(dict, keys[at], values[at]) < 0;
-    if (!direct && !failed) {
-        PyObject *written = PyObject_CallMethodOneArg(span, s_set_attributes, dict);
-        failed = written == NULL;
-        Py_XDECREF(written);
-    }
-    Py_DECREF(dict);
-    return failed ? -1 : 0;
-}
-
 /* Whether the SDK stores each of the dict's values unchanged (span_stamp._stored_as_is): an exact
  * str, int, float or bool, or an exact tuple of exact str. */
 static int
@@ -557,19 +522,16 @@ stored_as_is(PyObject *attributes)
 #define MAX_STAMPS 16
 
 /* span_stamp.stamp(span, attributes) (shared: a span any thread may hold, its lock taken and its
- * end checked) or span_stamp.stamp_starting(span, attributes) (a span in on_start): the guard's
- * attributes written straight into the SDK's dict where the SDK would store them so, else
- * through set_attributes. 1 when written; 0, with nothing done, for the Python function (a span
- * the compiled paths do not read, a value the SDK would convert, a long dict); -1 with an error. */
+ * end checked) or span_stamp.stamp_starting(span, attributes) (a span in on_start), on a span
+ * sdk_span() has vouched for: the guard's attributes written straight into the SDK's dict where
+ * the SDK would store them so, else through set_attributes. 1 when written; 0, with nothing
+ * done, for the Python function (a value the SDK would convert, a long dict); -1 with an error. */
 static int
 write_stamps(PyObject *span, PyObject *attributes, int shared)
 {
     Py_ssize_t count = PyDict_GET_SIZE(attributes);
     if (count > MAX_STAMPS || (shared && !stored_as_is(attributes)))
         return 0;
-    int plain = sdk_span(span);
-    if (plain <= 0)
-        return plain;
     PyObject *lock = NULL, *dict = NULL;
     if (shared) {
         if ((lock = field(span, s_lock)) == NULL || lock == Py_None) {
@@ -619,7 +581,9 @@ stamp_entry(PyObject *const *args, Py_ssize_t nargs, int shared, const char *nam
         return PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (%zd given)", name, nargs);
     if (processor_type == NULL || !PyDict_CheckExact(args[1]))
         Py_RETURN_FALSE;
-    int done = write_stamps(args[0], args[1], shared);
+    int done = sdk_span(args[0]); /* another class of span: the Python function's */
+    if (done > 0)
+        done = write_stamps(args[0], args[1], shared);
     return done < 0 ? NULL : Py_NewRef(done ? Py_True : Py_False);
 }
 
@@ -635,6 +599,21 @@ static PyObject *
 stamp_starting(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     return stamp_entry(args, nargs, 0, "stamp_starting");
+}
+
+/* span_stamp.stamp_starting(span, stamps) of the session id (where given) and the sequence number
+ * (where given), in that order, on a span sdk_span() has vouched for. */
+static int
+stamp(PyObject *span, PyObject *session_id, PyObject *sequence)
+{
+    if (session_id == NULL && sequence == NULL)
+        return 0;
+    PyObject *stamps = PyDict_New();
+    int failed = stamps == NULL || (session_id != NULL && PyDict_SetItem(stamps, a_session_id, session_id) < 0) ||
+                 (sequence != NULL && PyDict_SetItem(stamps, a_sequence, sequence) < 0) ||
+                 write_stamps(span, stamps, 0) < 0;
+    Py_XDECREF(stamps);
+    return failed ? -1 : 0;
 }
 
 /* A step starting as its trace's root in no session: a lone call, named by its trace id and
@@ -1450,6 +1429,23 @@ start_span(PyObject *processor, PyObject *span, PyObject *attrs, PyObject *paren
     return outcome < 0 ? -1 : 0;
 }
 
+/* The span's attribute dict (a new reference) where a hook does the method's work: none of `pins`
+ * replaced, the processor's own class in observe mode, and (`sdk_only`) the SDK's span class.
+ * NULL, with no error set, where the Python method does it (a check of the hook's own that fails,
+ * a span class that cannot be asked, say, included); NULL with an error the method would meet. */
+static PyObject *
+attributes_if_usual(PyObject *self, PyObject *span, PyObject *pins, int sdk_only)
+{
+    int usual = unchanged(pins);
+    if (usual > 0)
+        usual = observing(self);
+    if (usual > 0 && sdk_only)
+        usual = sdk_span(span);
+    if (usual < 0 && PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Clear();
+    return usual > 0 ? attribute_dict(span) : NULL;
+}
+
 /* on_start(self, span, parent_context=None) */
 static PyObject *
 on_start_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -1461,14 +1457,7 @@ on_start_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
         parent_context = args[1];
     else if (named != 0 || nargs < 1 || nargs > 2)
         span = NULL; /* unusual arguments: Python says what they mean */
-    int usual = span == NULL ? 0 : unchanged(start_hook_pins);
-    if (usual > 0)
-        usual = observing(self);
-    if (usual > 0)
-        usual = sdk_span(span);
-    if (usual < 0 && PyErr_ExceptionMatches(PyExc_Exception))
-        PyErr_Clear(); /* a check of its own failed (a span class that cannot be asked): Python's to read */
-    PyObject *attrs = usual > 0 ? attribute_dict(span) : NULL;
+    PyObject *attrs = span == NULL ? NULL : attributes_if_usual(self, span, start_hook_pins, 1);
     if (attrs == NULL)
         return PyErr_Occurred() ? contained(on_start_failed) : in_python(python_on_start, self, args, nargs, kwnames);
     int failed = start_span(self, span, attrs, parent_context) < 0;
@@ -1480,12 +1469,7 @@ on_start_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
 static PyObject *
 on_end_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    int usual = nargs != 1 || kwnames != NULL ? 0 : unchanged(end_hook_pins);
-    if (usual > 0)
-        usual = observing(self);
-    if (usual < 0 && PyErr_ExceptionMatches(PyExc_Exception))
-        PyErr_Clear(); /* as in on_start */
-    PyObject *attrs = usual > 0 ? attribute_dict(args[0]) : NULL;
+    PyObject *attrs = nargs != 1 || kwnames != NULL ? NULL : attributes_if_usual(self, args[0], end_hook_pins, 0);
     if (attrs == NULL)
         return PyErr_Occurred() ? contained(on_end_failed) : in_python(python_on_end, self, args, nargs, kwnames);
     PyObject *session_id = Py_XNewRef(lookup(attrs, a_session_id)), *verdict = NULL;

@@ -74,9 +74,8 @@ def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> 
             found = small(raw, fingerprinter.special_keys, fingerprinter.hash_state(arguments=arguments), not arguments)
             if found is not None:
                 return found
-    if (type(raw) is str and raw[:1] in _JSON_CONTAINER_START and len(raw) <= _MAX_WRITTEN_CHARS
-            and _json_text_form.available()):
-        written = _json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
+        written = (_json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
+                   if len(raw) <= _MAX_WRITTEN_CHARS and _json_text_form.available() else None)
         if written is not None:
             form, value = written
             return fingerprinter.digest_of_form(form, arguments=arguments), not arguments and is_empty(value)
