@@ -779,13 +779,6 @@ done:
 
 /* --- configure ------------------------------------------------------------------------------ */
 
-static PyObject *
-refuse(const char *what)
-{
-    PyErr_Format(PyExc_TypeError, "configure: %s", what);
-    return NULL;
-}
-
 /* configure(judge_type, totals_type, step_type, tool, model, write, array_type, no_words,
  *           probe_types, fired_bits, last_actions, longest_cycle, max_states, no_call, policy_type,
  *           price_table_type): what the Python judge and probes read from their modules, checked,

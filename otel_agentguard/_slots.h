@@ -3,13 +3,22 @@
  * A class of __slots__ keeps each field at a fixed offset in its instances, which the field's
  * member descriptor holds. A module that reads or writes such a field finds that offset once,
  * when it is configured, and refuses a field that is anything but a plain object slot of the
- * class itself (a property, a field of a base class, a read-only member).
+ * class itself (a property, a field of a base class, a read-only member): its configure() raises
+ * TypeError (refuse()), and the package then runs the Python code the module stands for.
  */
 #ifndef OTEL_AGENTGUARD_SLOTS_H
 #define OTEL_AGENTGUARD_SLOTS_H
 
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT_EX, READONLY: the kind of a slot */
+
+/* configure()'s refusal: NULL, with a TypeError saying what it cannot read. */
+static PyObject *
+refuse(const char *what)
+{
+    PyErr_Format(PyExc_TypeError, "configure: %s", what);
+    return NULL;
+}
 
 /* The object in the slot at `offset` (a borrowed reference; NULL while the slot is unset). */
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))

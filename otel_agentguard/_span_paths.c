@@ -1176,13 +1176,6 @@ done:
 
 /* --- configure ------------------------------------------------------------------------------ */
 
-static PyObject *
-refuse(const char *what)
-{
-    PyErr_Format(PyExc_TypeError, "configure: %s", what);
-    return NULL;
-}
-
 static int
 texts(PyObject *tuple, Py_ssize_t size)
 {

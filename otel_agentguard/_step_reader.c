@@ -494,13 +494,6 @@ error:
 
 /* --- configure -------------------------------------------------------------------------------- */
 
-static PyObject *
-refuse(const char *what)
-{
-    PyErr_Format(PyExc_TypeError, "configure: %s", what);
-    return NULL;
-}
-
 /* configure(step_type, field_names, defaults, keys, tool, model, final_reasons, tool_reasons,
  *           read, write, max_count, tool_name, summary_of): what the Python functions read from
  * their modules, checked, and set once. */
