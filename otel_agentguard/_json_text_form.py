@@ -52,8 +52,12 @@ _MAX_PATTERNS = 256
 _special_key_patterns: dict[frozenset[str], Any] = {}
 
 
+def available() -> bool:
+    return _orjson is not None and _plain_json.orjson_agrees()
+
+
 def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], tuple[str, bool] | None] | None:
-    if _orjson is None or _plain_json.compiled_fingerprint_of_text is None or not _plain_json.orjson_agrees():
+    if not available() or _plain_json.compiled_fingerprint_of_text is None:
         return None
     return partial(_plain_json.compiled_fingerprint_of_text, _orjson.loads, _plain_json.SMALL_ENTRIES)
 
@@ -64,10 +68,6 @@ def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], t
 #: and writer, hashed. None (the call) where it is not small and plain (form_of_json_text's first
 #: path); None (this) where the package has no compiled code, or orjson is not available().
 fingerprint_of_small_text = _fingerprint_of_small_text()
-
-
-def available() -> bool:
-    return _orjson is not None and _plain_json.orjson_agrees()
 
 
 def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, Any] | None:
