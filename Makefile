@@ -20,7 +20,7 @@ CAN_BUILD_C := $(shell command -v $${CC:-cc} >/dev/null 2>&1 && $(PYTHON) -c "im
 # An editable install builds the compiled modules in place: rebuilt when their sources change. Their
 # build is optional, and a failed one leaves the module built before: those are removed first.
 COMPILED_MODULES := otel_agentguard/_plain_check otel_agentguard/replay/_typed_attributes otel_agentguard/_step_reader \
-	otel_agentguard/_judge_pass otel_agentguard/_span_paths
+	otel_agentguard/_judge_pass otel_agentguard/_span_paths otel_agentguard/_payload_memory
 COMPILED_SOURCES := setup.py $(addsuffix .c,$(COMPILED_MODULES)) otel_agentguard/_slots.h
 remove_built_module = suffix=$$($(1) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") && \
 	for module in $(COMPILED_MODULES); do rm -f "$$module$$suffix"; done

@@ -27,6 +27,7 @@
 #define LEVEL_COST 64
 #define ORJSON_LOW 1e-4
 #define ORJSON_HIGH 1e16
+#define EXACT_INTEGRAL 1e16 /* integral floats below this write() spells as integers itself */
 
 typedef struct {
     Py_ssize_t entries;
@@ -35,6 +36,7 @@ typedef struct {
     Py_ssize_t text_left;
     PyObject *special; /* a frozenset of str, or NULL when empty */
     int orjson_ok;
+    int numbers; /* 1: write() writes the value, numbers in their canonical spelling (below) */
 } Walk;
 
 static int is_digit(Py_UCS4 c) { return c >= '0' && c <= '9'; }
@@ -105,7 +107,8 @@ check_str(Walk *w, PyObject *s)
         const void *data = PyUnicode_DATA(s);
         Py_UCS4 first = PyUnicode_READ(kind, data, 0); /* rules out most strings */
         if ((first == '-' || is_digit(first)) && spelled_as_number(kind, data, n)) {
-            return 1;
+            w->orjson_ok = 0; /* the encoders quote it; write() spells the number */
+            return !w->numbers;
         }
     }
     if (n > SHORT_TEXT) { /* long strings count against the text budget */
@@ -132,7 +135,9 @@ check_value(Walk *w, PyObject *v, long depth)
     if (PyFloat_CheckExact(v)) {
         double d = PyFloat_AS_DOUBLE(v);
         if (isfinite(d) && floor(d) == d) {
-            return 1; /* integral: the canonical form writes an integer */
+            /* integral: the canonical form writes an integer, which write() does (not the encoders) */
+            w->orjson_ok = 0;
+            return !(w->numbers && fabs(d) < EXACT_INTEGRAL);
         }
         double magnitude = fabs(d);
         if (!(isfinite(d) && magnitude >= ORJSON_LOW && magnitude < ORJSON_HIGH)) {
@@ -280,6 +285,7 @@ typedef struct {
     char *data;
     Py_ssize_t length;
     Py_ssize_t capacity;
+    int numbers; /* 1: integral floats and strings spelled as numbers as the canonical form spells them */
 } Buffer;
 
 static int
@@ -491,6 +497,9 @@ write_int(Buffer *b, PyObject *v)
     return put(b, text, n);
 }
 
+/* A float as the standard library's encoder spells it (its repr), or, with b->numbers, as the
+ * canonical form does: an integral one as an integer (exactly, below EXACT_INTEGRAL; a wider one
+ * is left to the walker: 1). */
 static int
 write_float(Buffer *b, double d)
 {
@@ -499,6 +508,14 @@ write_float(Buffer *b, double d)
     }
     if (isinf(d)) {
         return d > 0 ? put(b, "Infinity", 8) : put(b, "-Infinity", 9);
+    }
+    if (b->numbers && floor(d) == d) {
+        if (fabs(d) >= EXACT_INTEGRAL) {
+            return 1;
+        }
+        char integral[32];
+        int n = snprintf(integral, sizeof integral, "%lld", (long long)d); /* -0.0 too: "0" */
+        return put(b, integral, n);
     }
     char *text = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float's repr */
     if (text == NULL) {
@@ -509,6 +526,32 @@ write_float(Buffer *b, double d)
     return status;
 }
 
+/* A string spelled as a JSON number, as the canonical form writes it: the number it spells
+ * (fingerprint.numeric_string_text). An integer's spelling is kept ("-0" aside); a fraction or
+ * an exponent is read as a float and written as write_float writes one. */
+static int
+put_number_text(Buffer *b, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    char text[NUMBER_TEXT + 1];
+    int integer = 1;
+    for (Py_ssize_t i = 0; i < n; i++) { /* ASCII: spelled_as_number read it */
+        text[i] = (char)PyUnicode_READ(kind, data, i);
+        integer &= text[i] != '.' && text[i] != 'e' && text[i] != 'E';
+    }
+    text[n] = '\0';
+    if (integer) {
+        return n == 2 && text[0] == '-' && text[1] == '0' ? put(b, "0", 1) : put(b, text, n);
+    }
+    double d = PyOS_string_to_double(text, NULL, NULL); /* out of range: +-inf, as float() */
+    if (d == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    return write_float(b, d);
+}
+
 static int
 write_value(Buffer *b, PyObject *v, long depth)
 {
@@ -516,6 +559,20 @@ write_value(Buffer *b, PyObject *v, long depth)
         return 1;
     }
     if (PyUnicode_CheckExact(v)) {
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(v) < 0) {
+            return -1;
+        }
+#endif
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        if (b->numbers && n > 0 && n <= NUMBER_TEXT) {
+            int kind = PyUnicode_KIND(v);
+            const void *data = PyUnicode_DATA(v);
+            Py_UCS4 first = PyUnicode_READ(kind, data, 0);
+            if ((first == '-' || is_digit(first)) && spelled_as_number(kind, data, n)) {
+                return put_number_text(b, v);
+            }
+        }
         return put_str(b, v);
     }
     if (v == Py_None) {
@@ -543,18 +600,28 @@ write_value(Buffer *b, PyObject *v, long depth)
 }
 
 PyDoc_STRVAR(write_doc,
-"write(value, /)\n"
+"write(value, numbers=False, /)\n"
 "--\n\n"
 "What the standard library's encoder writes for a value check() accepted (sorted keys, compact,\n"
-"no ASCII escapes, NaN allowed): its canonical form. None for a value of any other type, one\n"
-"nested deeper than the depth bound, or one holding an int beyond 64 bits (the standard library\n"
-"writes those).");
+"no ASCII escapes, NaN allowed): its canonical form. With ``numbers``, what check() accepted in\n"
+"that mode: integral floats and strings spelled as numbers written as numbers, as the form\n"
+"writes them. None for a value of any other type, one nested deeper than the depth bound, or one\n"
+"holding an int beyond 64 bits (the standard library writes those) or, with ``numbers``, an\n"
+"integral float from 1e16 up.");
 
 static PyObject *
-write_form(PyObject *module, PyObject *value)
+write_form(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Buffer b = {NULL, 0, 0};
-    int status = write_value(&b, value, 0);
+    if (nargs != 1 && nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "write() takes 1 or 2 arguments");
+        return NULL;
+    }
+    int numbers = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+    if (numbers < 0) {
+        return NULL;
+    }
+    Buffer b = {NULL, 0, 0, numbers};
+    int status = write_value(&b, args[0], 0);
     PyObject *result = NULL;
     if (status == 0) {
         result = PyUnicode_DecodeUTF8(b.data, b.length, "surrogatepass");
@@ -570,16 +637,17 @@ write_form(PyObject *module, PyObject *value)
 }
 
 PyDoc_STRVAR(check_doc,
-"check(value, depth, entries_left, text_left, special, orjson_ok, /)\n"
+"check(value, depth, entries_left, text_left, special, orjson_ok, numbers=False, /)\n"
 "--\n\n"
 "(entries, text, orjson_ok) when an encoder writes the canonical form of the exact dict, list\n"
-"or tuple ``value``; otherwise an int, what giving up cost in values.");
+"or tuple ``value``; otherwise an int, what giving up cost in values. ``numbers``: write() is to\n"
+"write it, which also spells integral floats and strings that spell numbers as the form does.");
 
 static PyObject *
 check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "check() takes 6 arguments");
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "check() takes 6 or 7 arguments");
         return NULL;
     }
     PyObject *value = args[0];
@@ -588,6 +656,7 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t text_left = PyLong_AsSsize_t(args[3]);
     PyObject *special = args[4];
     int orjson_ok = PyObject_IsTrue(args[5]);
+    int numbers = nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
     if (PyErr_Occurred()) {
         return NULL;
     }
@@ -599,7 +668,7 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "check(): special must be a frozenset");
         return NULL;
     }
-    Walk w = {0, entries_left, 0, text_left, NULL, orjson_ok};
+    Walk w = {0, entries_left, 0, text_left, NULL, orjson_ok, numbers};
     return walk(&w, value, depth, special)
         ? PyLong_FromSsize_t(w.entries + LEVEL_COST)
         : Py_BuildValue("nnO", w.entries, w.text, w.orjson_ok ? Py_True : Py_False);
@@ -700,8 +769,8 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear(); /* NaN, lone surrogates, huge numbers, no JSON: the caller's path reads it */
         Py_RETURN_NONE;
     }
-    Walk w = {0, entries_left, 0, 0, NULL, 0};
-    Buffer b = {NULL, 0, 0};
+    Walk w = {0, entries_left, 0, 0, NULL, 0, 1};
+    Buffer b = {NULL, 0, 0, 1};
     int status = walk(&w, value, 0, special); /* (refuses anything but a container) */
     if (status == 0) {
         status = write_value(&b, value, 0);
@@ -723,7 +792,7 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, check_doc},
-    {"write", (PyCFunction)write_form, METH_O, write_doc},
+    {"write", (PyCFunction)(void (*)(void))write_form, METH_FASTCALL, write_doc},
     {"fingerprint_of_text", (PyCFunction)(void (*)(void))fingerprint_of_text, METH_FASTCALL, fingerprint_doc},
     {NULL, NULL, 0, NULL},
 };

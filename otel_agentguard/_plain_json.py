@@ -42,9 +42,9 @@ try:
     import orjson as _orjson
 except ImportError:  # optional: the standard library's encoder is used
     _orjson = None  # type: ignore[assignment]  # checked before use
-_CompiledCheck = Callable[[Any, int, int, int, frozenset[str], bool], "int | tuple[int, int, bool]"]
+_CompiledCheck = Callable[..., "int | tuple[int, int, bool]"]
 _compiled_check: _CompiledCheck | None
-_compiled_write: Callable[[Any], str | None] | None
+_compiled_write: Callable[..., str | None] | None
 compiled_fingerprint_of_text: Callable[..., tuple[str, bool] | None] | None
 try:
     from otel_agentguard._plain_check import check as _compiled_check
@@ -174,9 +174,9 @@ def compiled_small_form(value: Any, special: frozenset[str]) -> str | None:
     writes it."""
     if _compiled_write is None or _compiled_check is None:
         return None
-    if type(_compiled_check(value, 0, SMALL_ENTRIES, 0, special, False)) is int:
+    if type(_compiled_check(value, 0, SMALL_ENTRIES, 0, special, False, True)) is int:
         return None
-    return _compiled_write(value)
+    return _compiled_write(value, True)  # (integral floats and numeric strings: as the form spells them)
 
 
 def check_in_python(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:

@@ -136,22 +136,6 @@ lookup(PyObject *dict, PyObject *key)
     return PyDict_GetItemWithError(dict, key);
 }
 
-/* Whether every function the compiled paths stand for, or call round, is still the one they were
- * configured with (a test or a user may have replaced one): 1, 0, or -1 with an error. */
-static int
-unchanged(PyObject *pins)
-{
-    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(pins); at++) {
-        PyObject *pin = PyTuple_GET_ITEM(pins, at);
-        PyObject *where = PyTuple_GET_ITEM(pin, 0);
-        PyObject *names = PyType_Check(where) ? ((PyTypeObject *)where)->tp_dict : where;
-        PyObject *now = names == NULL ? NULL : PyDict_GetItemWithError(names, PyTuple_GET_ITEM(pin, 1));
-        if (now != PyTuple_GET_ITEM(pin, 2))
-            return now == NULL && PyErr_Occurred() ? -1 : 0;
-    }
-    return 1;
-}
-
 /* The context a span starts in (a new reference in *context, replacing None): read only where the
  * Python method reads it. 1, 0 (not the API's own Context: Python reads it) or -1. */
 static int
@@ -1220,25 +1204,6 @@ static PyObject **const object_fields[] = {
 };
 #define OBJECTS ((int)(sizeof object_fields / sizeof object_fields[0]))
 
-/* Whether `given` is a tuple of pins: (a dict or a class of Python's, a str, its value). */
-static int
-pins(PyObject *given)
-{
-    if (!PyTuple_CheckExact(given))
-        return 0;
-    for (Py_ssize_t pin = 0; pin < PyTuple_GET_SIZE(given); pin++) {
-        PyObject *item = PyTuple_GET_ITEM(given, pin);
-        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3 || !is_text(PyTuple_GET_ITEM(item, 1)) ||
-            !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-              (PyType_Check(PyTuple_GET_ITEM(item, 0)) &&
-               PyType_HasFeature((PyTypeObject *)PyTuple_GET_ITEM(item, 0), Py_TPFLAGS_HEAPTYPE))))
-            return 0;
-    }
-    return 1;
-}
-
-
-
 /* configure(given): what the processor's Python start and end read from their modules, by name
  * (see processor.compiled_span_paths_configuration), checked, and set once. */
 static PyObject *
@@ -1329,23 +1294,6 @@ static PyObject *markers;                              /* tuple of str: attribut
 static PyObject *session_in_context_function;          /* session_resolution.session_in_context */
 static PyObject *start_hook_pins, *end_hook_pins;      /* what each stands for or calls round */
 static PyObject *s_parent_context, *s_start_marked, *s_session_span_ended, *on_start_failed, *on_end_failed;
-
-/* The Python method `function`, called with `self` and the arguments as given. */
-static PyObject *
-in_python(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
-    PyObject *small[8], **stack = total < 8 ? small : PyMem_New(PyObject *, total + 1);
-    if (stack == NULL)
-        return PyErr_NoMemory();
-    stack[0] = self;
-    for (Py_ssize_t at = 0; at < total; at++)
-        stack[at + 1] = args[at];
-    PyObject *result = PyObject_Vectorcall(function, stack, nargs + 1, kwnames);
-    if (stack != small)
-        PyMem_Free(stack);
-    return result;
-}
 
 /* The methods' `except Exception: report(kind, exc)`: None, with the failure reported; NULL for
  * any other exception (KeyboardInterrupt, say), or where reporting fails. */

@@ -15,7 +15,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from otel_agentguard import _json_text_form
+from otel_agentguard import _json_text_form, fingerprint
 from otel_agentguard._json_text import decode_payload
 from otel_agentguard.fingerprint import Fingerprinter, is_empty, key_epoch
 
@@ -93,6 +93,38 @@ def _newer_half(entries: dict[Any, Any]) -> dict[Any, Any]:
     except RuntimeError:  # another thread added one meanwhile: start afresh
         return {}
 
+
+_python_arguments, _python_result = PayloadFingerprints.arguments, PayloadFingerprints.result
+
+
+def _compiled_methods() -> tuple[Any, Any] | None:
+    """arguments and result compiled (``_payload_memory.c``), where the package was built with them
+    and the one-call fingerprint they use is at hand: for a usual text they do what the methods
+    above do with no Python frame, and call those, with the same arguments, for anything else."""
+    small = _json_text_form.fingerprint_of_small_text
+    if small is None:
+        return None
+    try:
+        from otel_agentguard import _payload_memory
+    except ImportError:  # built without a C compiler, or a free-threaded Python: the methods above
+        return None
+    try:
+        return _payload_memory.methods({
+            "payloads": PayloadFingerprints, "fingerprinter": Fingerprinter,
+            "canonicalizer": fingerprint._Canonicalizer, "fingerprint_globals": vars(fingerprint),
+            "small_text": small, "max_chars": _MAX_REMEMBERED_CHARS,
+            "arguments": _python_arguments, "result": _python_result,
+            # Where one of these is replaced, the methods above run.
+            "pins": ((vars(_json_text_form), "fingerprint_of_small_text", small),
+                     (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch)),
+        })
+    except (TypeError, RuntimeError):  # fields it cannot read, or made already (a reload): the methods above
+        return None
+
+
+_compiled = _compiled_methods()
+if _compiled is not None:  # the live guard and replay fingerprint every raw payload of a foreign span
+    PayloadFingerprints.arguments, PayloadFingerprints.result = _compiled  # type: ignore[method-assign]
 
 #: Fingerprints every text afresh (steps derived from model spans, hand-built steps).
 NO_MEMORY = PayloadFingerprints(max_entries=0)

@@ -290,14 +290,17 @@ def test_small_plain_arguments_are_written_whole_by_the_compiled_writer(monkeypa
     write = _plain_json._compiled_write
     assert write is not None
 
-    def spy(value: Any) -> str | None:
+    def spy(value: Any, numbers: bool = False) -> str | None:
         written.append(value)
-        return write(value)
+        return write(value, numbers)
 
     monkeypatch.setattr(_plain_json, "_compiled_write", spy)
-    arguments = {"order_id": "A-1001", "amount": 42.5, "items": [{"sku": "x", "qty": 2}]}
-    assert Fingerprinter("tool", key=b"k").arguments(arguments) == _reference_fingerprinter().arguments(arguments)
-    assert written == [arguments]  # one call for the whole value: no walk in Python
+    # Strings spelled as numbers and integral floats too: the writer spells them as the form does.
+    for arguments in ({"order_id": "A-1001", "amount": 42.5, "items": [{"sku": "x", "qty": 2}]},
+                      {"order_id": "1001", "amount": 42.0, "rate": "1.50e1", "zero": "-0"}):
+        written.clear()
+        assert Fingerprinter("tool", key=b"k").arguments(arguments) == _reference_fingerprinter().arguments(arguments)
+        assert written == [arguments]  # one call for the whole value: no walk in Python
 
 
 def _general_table(items: dict[str, Any]) -> dict[Any, Any]:

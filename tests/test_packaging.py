@@ -66,7 +66,7 @@ def test_wheel_carries_the_license_and_says_so_in_its_metadata(built):
 
 @pytest.mark.parametrize("module", ["otel_agentguard/_plain_check", "otel_agentguard/replay/_typed_attributes",
                                     "otel_agentguard/_step_reader", "otel_agentguard/_judge_pass",
-                                    "otel_agentguard/_span_paths"])
+                                    "otel_agentguard/_span_paths", "otel_agentguard/_payload_memory"])
 def test_sdist_carries_a_compiled_modules_source_and_the_wheel_its_module_only(built, module):
     [sdist] = built.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:

@@ -1,0 +1,3 @@
+from typing import Any
+
+def methods(given: dict[str, Any], /) -> tuple[Any, Any]: ...
