@@ -64,7 +64,9 @@ static PyObject *read_word, *write_word;    /* the effects a span may state */
 static long long max_count;
 static PyObject *tool_name_of;              /* steps.tool_name(attrs, span_name) */
 static PyObject *summary_of;                /* RepetitionSummary.from_attribute(raw) */
-static PyObject *s_fingerprinter, *s_arguments, *s_result, *s_effect, *s_lower;
+static PyObject *s_fingerprinter, *s_arguments, *s_result, *s_effect, *s_lower, *s_fingerprinters, *s_tools;
+static PyTypeObject *policy_type; /* set once by policy_reads(): the policy class whose caches it reads */
+static PyObject *policy_pins;     /* (and its two methods those reads stand for) */
 
 /* attrs.get(key) (borrowed); NULL for an absent key or a None value, with no error set, or NULL
  * with the error of a key whose hash or comparison raised. */
@@ -233,6 +235,52 @@ unpack_pair(PyObject *value, PyObject *pair[2])
     return -1;
 }
 
+/* The entry `name` of the dict the package's own policy keeps as `attribute` (a new reference; NULL
+ * where it has none), read as its method reads it: 1; or 0, where the method is to answer (another
+ * class of policy, a method replaced, a name of another type, an unusual field). */
+static int
+policy_entry(PyObject *policy, PyObject *attribute, PyObject *name, PyObject **found)
+{
+    *found = NULL;
+    if (policy_type == NULL || !Py_IS_TYPE(policy, policy_type) || !PyUnicode_CheckExact(name) ||
+        PyUnicode_GET_LENGTH(name) == 0 || unchanged(policy_pins) != 1) {
+        PyErr_Clear(); /* (a failed look at the pins: the method runs, and meets what failed) */
+        return 0;
+    }
+    PyObject *dict = PyObject_GetAttr(policy, attribute);
+    int read = dict != NULL && PyDict_CheckExact(dict);
+    if (read) /* an exact str key: no Python code runs */
+        *found = Py_XNewRef(PyDict_GetItemWithError(dict, name));
+    Py_XDECREF(dict);
+    PyErr_Clear();
+    return read;
+}
+
+/* policy.fingerprinter(name): the one its cache holds, else the method's (a new reference). */
+static PyObject *
+fingerprinter_of(PyObject *policy, PyObject *name)
+{
+    PyObject *found;
+    if (policy_entry(policy, s_fingerprinters, name, &found) && found != NULL) {
+        if (found != Py_None)
+            return found;
+        Py_DECREF(found);
+    }
+    return PyObject_CallMethodOneArg(policy, s_fingerprinter, name);
+}
+
+/* policy.effect(name, fallback): the fallback where the policy has no contract for the tool, else
+ * the method's (a new reference). */
+static PyObject *
+effect_of(PyObject *policy, PyObject *name, PyObject *fallback)
+{
+    PyObject *contract;
+    if (policy_entry(policy, s_tools, name, &contract) && contract == NULL)
+        return Py_NewRef(fallback);
+    Py_XDECREF(contract);
+    return PyObject_CallMethodObjArgs(policy, s_effect, name, fallback, NULL);
+}
+
 /* The fingerprint `method` of the payloads makes of a raw value with `fingerprinter`, made first
  * when there is none or it is false: ``fingerprinter or policy.fingerprinter(name)``. */
 static PyObject *
@@ -242,7 +290,7 @@ payload_fingerprint(PyObject *policy, PyObject *payloads, PyObject *method, PyOb
     int usable = fingerprinter == NULL ? 0 : PyObject_IsTrue(fingerprinter);
     if (usable < 0)
         return NULL;
-    PyObject *made = usable ? Py_NewRef(fingerprinter) : PyObject_CallMethodOneArg(policy, s_fingerprinter, name);
+    PyObject *made = usable ? Py_NewRef(fingerprinter) : fingerprinter_of(policy, name);
     if (made == NULL)
         return NULL;
     PyObject *fingerprint = PyObject_CallMethodObjArgs(payloads, method, made, raw, NULL);
@@ -304,7 +352,7 @@ tool_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     name = values[NAME];
     if (raw_args != NULL) { /* the fingerprinter made here is the one the result takes */
-        if ((fingerprinter = PyObject_CallMethodOneArg(policy, s_fingerprinter, name)) == NULL)
+        if ((fingerprinter = fingerprinter_of(policy, name)) == NULL)
             goto error;
         Py_XSETREF(values[ARGS_FP], PyObject_CallMethodObjArgs(payloads, s_arguments, fingerprinter, raw_args, NULL));
         if (values[ARGS_FP] == NULL)
@@ -342,7 +390,7 @@ tool_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         Py_SETREF(values[EMPTY], PyBool_FromLong(truth));
     }
-    PyObject *decided = PyObject_CallMethodObjArgs(policy, s_effect, name, values[EFFECT], NULL);
+    PyObject *decided = effect_of(policy, name, values[EFFECT]);
     if (decided == NULL)
         goto error;
     Py_SETREF(values[EFFECT], decided);
@@ -564,9 +612,31 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* policy_reads(policy_type, pins): the policy class whose fingerprinter cache and tool contracts
+ * tool_step() reads itself, and the pins of the two methods those reads stand for; once. */
+static PyObject *
+policy_reads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "policy_reads() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyType_HasFeature((PyTypeObject *)args[0], Py_TPFLAGS_HEAPTYPE) || !pins(args[1]))
+        return refuse("policy_reads: a class of Python's and a tuple of pins");
+    if (policy_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "policy_reads: set once");
+        return NULL;
+    }
+    policy_type = (PyTypeObject *)Py_NewRef(args[0]);
+    policy_pins = Py_NewRef(args[1]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "Set what the readers read from their modules; once."},
+    {"policy_reads", (PyCFunction)(void (*)(void))policy_reads, METH_FASTCALL,
+     "Set the policy class whose caches tool_step reads itself; once."},
     {"tool_step", (PyCFunction)(void (*)(void))tool_step, METH_FASTCALL,
      "steps._tool_step's Step, or None to run it."},
     {"model_step", (PyCFunction)(void (*)(void))model_step, METH_FASTCALL,
@@ -592,7 +662,9 @@ PyInit__step_reader(void)
         (s_arguments = PyUnicode_InternFromString("arguments")) == NULL ||
         (s_result = PyUnicode_InternFromString("result")) == NULL ||
         (s_effect = PyUnicode_InternFromString("effect")) == NULL ||
-        (s_lower = PyUnicode_InternFromString("lower")) == NULL)
+        (s_lower = PyUnicode_InternFromString("lower")) == NULL ||
+        (s_fingerprinters = PyUnicode_InternFromString("_fingerprinters")) == NULL ||
+        (s_tools = PyUnicode_InternFromString("tools")) == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }

@@ -12,6 +12,7 @@ def configure(
     tool_reasons: frozenset[str], read: str, write: str, max_count: int,
     tool_name: Callable[[dict[str, Any], str], str], summary_of: Callable[[Any], RepetitionSummary | None], /,
 ) -> None: ...
+def policy_reads(policy_type: type[Policy], pins: tuple[tuple[Any, str, Any], ...], /) -> None: ...
 def tool_step(
     attrs: dict[str, Any], session_id: str, sequence: int, policy: Policy, span_name: str, start_ns: int,
     end_ns: int, status_error: bool, payloads: PayloadFingerprints, /,

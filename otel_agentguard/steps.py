@@ -453,6 +453,12 @@ def _compiled_reader() -> ModuleType | None:
         _step_reader.configure(*configuration)
     except (TypeError, RuntimeError):  # a Step it cannot write, or configured already (a reload)
         return None
+    try:  # the policy's fingerprinter cache and tool contracts, read without calling its methods
+        # (where one of them is replaced, the method runs)
+        _step_reader.policy_reads(Policy, ((Policy, "fingerprinter", vars(Policy)["fingerprinter"]),
+                                           (Policy, "effect", vars(Policy)["effect"])))
+    except (TypeError, RuntimeError):  # set already (a reload): the methods are called
+        pass
     return _step_reader
 
 

@@ -388,3 +388,46 @@ def test_step_from_attributes_takes_the_compiled_step_and_falls_back_for_the_res
 
 class _Mapping(dict):  # a dict subclass may read keys its own way: the compiled reader never sees it
     pass
+
+
+def test_the_policys_caches_are_read_where_its_methods_would_answer_from_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fingerprinter made already and a tool without a contract are read without calling the
+    # policy's methods; a subclass, a replaced method or a tool with a contract goes to the methods.
+    policy = parse_policy('version = "reads"\n[tools.refund]\neffect = "write"\n')
+    made = policy.fingerprinter("lookup")
+    calls: list[str] = []
+
+    def counting(name: str) -> Any:
+        original = getattr(type(policy), name)
+
+        def method(self: Any, *args: Any) -> Any:
+            calls.append(name)
+            return original(self, *args)
+
+        return method
+
+    def read(tool: str, owner: Any = policy) -> Step:
+        attrs = {**FOREIGN_TOOL_SPAN, A.GEN_AI_TOOL_NAME: tool}
+        step = COMPILED.tool_step(attrs, "s", 1, owner, "", 0, 0, False, PayloadFingerprints())
+        assert step == steps._tool_step(attrs, "s", 1, owner, "", 0, 0, False, PayloadFingerprints())
+        return step
+
+    assert read("lookup").effect is None and made is policy.fingerprinter("lookup")
+    assert read("refund").effect == "write"
+    called: list[str] = []
+    attrs = {**FOREIGN_TOOL_SPAN, A.GEN_AI_TOOL_NAME: "lookup"}
+    sys.setprofile(lambda frame, event, arg: called.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        COMPILED.tool_step(attrs, "s", 1, policy, "", 0, 0, False, PayloadFingerprints())
+    finally:
+        sys.setprofile(None)
+    assert "fingerprinter" not in called and "effect" not in called
+    subclass = type("OwnPolicy", (type(policy),), {"effect": counting("effect"), "fingerprinter": counting("fingerprinter")})
+    own = parse_policy('version = "reads"\n')
+    own.__class__ = subclass
+    read("lookup", own)
+    assert calls == ["fingerprinter", "effect"] * 2  # (the compiled reader, then the reference)
+    calls.clear()
+    monkeypatch.setattr(type(policy), "effect", counting("effect"))
+    read("lookup")
+    assert calls == ["effect"] * 2
