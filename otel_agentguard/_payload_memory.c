@@ -177,16 +177,6 @@ static PyMethodDef result_def = {
 
 /* --- set up ----------------------------------------------------------------------------------- */
 
-/* given[name] (borrowed), or NULL with a TypeError naming it. */
-static PyObject *
-entry(PyObject *given, const char *name)
-{
-    PyObject *found = PyDict_GetItemString(given, name);
-    if (found == NULL)
-        PyErr_Format(PyExc_TypeError, "methods: %s is missing", name);
-    return found;
-}
-
 /* methods(given): arguments and result as method descriptors of the payload memory's class, set
  * up once from `given` (see payload_fingerprints._compiled_methods). */
 static PyObject *

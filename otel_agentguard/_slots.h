@@ -24,6 +24,16 @@ refuse(const char *what)
     return NULL;
 }
 
+/* The entry `name` of a set-up dict (borrowed), or NULL with a TypeError naming it. */
+static inline PyObject *
+entry(PyObject *given, const char *name)
+{
+    PyObject *value = PyDict_GetItemString(given, name);
+    if (value == NULL)
+        PyErr_Format(PyExc_TypeError, "configure: %s is missing", name);
+    return value;
+}
+
 /* The object in the slot at `offset` (a borrowed reference; NULL while the slot is unset). */
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 

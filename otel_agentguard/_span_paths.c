@@ -1171,16 +1171,6 @@ texts(PyObject *tuple, Py_ssize_t size)
     return 1;
 }
 
-/* The entry `name` of configure()'s dict (borrowed), or NULL with a TypeError naming it. */
-static PyObject *
-entry(PyObject *given, const char *name)
-{
-    PyObject *value = PyDict_GetItemString(given, name);
-    if (value == NULL)
-        PyErr_Format(PyExc_TypeError, "configure: %s is missing", name);
-    return value;
-}
-
 static const char *const type_names[] = {
     "processor", "sessions", "store", "session", "counter", "buffer", "step", "context", "session_context",
     "attributes", "non_recording_span", "readable_span",

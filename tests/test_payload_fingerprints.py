@@ -339,3 +339,11 @@ def test_the_compiled_methods_free_what_they_take() -> None:
             payloads.result(tool, raw)
 
     assert_frees_what_it_takes(run)
+
+
+def test_the_compiled_methods_are_made_once() -> None:
+    _compiled_methods()
+    from otel_agentguard import _payload_memory
+
+    with pytest.raises(RuntimeError, match="made once"):  # a reload of the module keeps the Python methods
+        _payload_memory.methods({})
