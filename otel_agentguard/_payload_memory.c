@@ -137,8 +137,12 @@ remembered(PyObject *self, PyObject *fingerprinter, PyObject *raw, int arguments
             PyErr_Clear();
             Py_CLEAR(made);
         }
-        else if (PyDict_SetItem(now, key, made) < 0)
-            Py_CLEAR(made);
+        else {
+            Py_INCREF(now); /* (storing may compare keys: Python code that could replace the memory) */
+            if (PyDict_SetItem(now, key, made) < 0)
+                Py_CLEAR(made);
+            Py_DECREF(now);
+        }
     }
     Py_DECREF(memory);
     Py_DECREF(key);

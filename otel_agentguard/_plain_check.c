@@ -650,14 +650,13 @@ check(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "check() takes 6 or 7 arguments");
         return NULL;
     }
-    PyObject *value = args[0];
+    PyObject *value = args[0], *special = args[4];
     long depth = PyLong_AsLong(args[1]);
-    Py_ssize_t entries_left = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t text_left = PyLong_AsSsize_t(args[3]);
-    PyObject *special = args[4];
-    int orjson_ok = PyObject_IsTrue(args[5]);
-    int numbers = nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
-    if (PyErr_Occurred()) {
+    Py_ssize_t entries_left = PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[2]);
+    Py_ssize_t text_left = PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[3]);
+    int orjson_ok = PyErr_Occurred() ? -1 : PyObject_IsTrue(args[5]); /* (no __bool__ runs with an error set) */
+    int numbers = orjson_ok < 0 ? -1 : nargs == 7 ? PyObject_IsTrue(args[6]) : 0;
+    if (numbers < 0) {
         return NULL;
     }
     if (depth < 0) {

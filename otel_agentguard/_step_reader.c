@@ -237,7 +237,8 @@ unpack_pair(PyObject *value, PyObject *pair[2])
 
 /* The entry `name` of the dict the package's own policy keeps as `attribute` (a new reference; NULL
  * where it has none), read as its method reads it: 1; or 0, where the method is to answer (another
- * class of policy, a method replaced, a name of another type, an unusual field). */
+ * class of policy, a method replaced on the class or on the object, a name of another type, an
+ * unusual field, a failed lookup). */
 static int
 policy_entry(PyObject *policy, PyObject *attribute, PyObject *name, PyObject **found)
 {
@@ -247,11 +248,18 @@ policy_entry(PyObject *policy, PyObject *attribute, PyObject *name, PyObject **f
         PyErr_Clear(); /* (a failed look at the pins: the method runs, and meets what failed) */
         return 0;
     }
-    PyObject *dict = PyObject_GetAttr(policy, attribute);
-    int read = dict != NULL && PyDict_CheckExact(dict);
-    if (read) /* an exact str key: no Python code runs */
+    PyObject *own = PyObject_GenericGetDict(policy, NULL); /* its fields, and any method set on it */
+    int read = own != NULL && PyDict_CheckExact(own) && !PyDict_GetItemWithError(own, s_fingerprinter) &&
+               !PyErr_Occurred() && !PyDict_GetItemWithError(own, s_effect) && !PyErr_Occurred();
+    PyObject *dict = read ? PyDict_GetItemWithError(own, attribute) : NULL; /* (borrowed, while `own` lives) */
+    read = dict != NULL && PyDict_CheckExact(dict);
+    if (read) { /* an exact str key: no Python code runs, unless a key of a str subclass compares */
+        Py_INCREF(dict);
         *found = Py_XNewRef(PyDict_GetItemWithError(dict, name));
-    Py_XDECREF(dict);
+        read = *found != NULL || !PyErr_Occurred();
+        Py_DECREF(dict);
+    }
+    Py_XDECREF(own);
     PyErr_Clear();
     return read;
 }

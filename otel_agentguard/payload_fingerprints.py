@@ -114,9 +114,13 @@ def _compiled_methods() -> tuple[Any, Any] | None:
             "canonicalizer": fingerprint._Canonicalizer, "fingerprint_globals": vars(fingerprint),
             "small_text": small, "max_chars": _MAX_REMEMBERED_CHARS,
             "arguments": _python_arguments, "result": _python_result,
-            # Where one of these is replaced, the methods above run.
+            # Where one of these is replaced, the methods above run. (The limits are read once.)
             "pins": ((vars(_json_text_form), "fingerprint_of_small_text", small),
-                     (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch)),
+                     (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch),
+                     (PayloadFingerprints, "_fingerprint", vars(PayloadFingerprints)["_fingerprint"]),
+                     (Fingerprinter, "hash_state", vars(Fingerprinter)["hash_state"]),
+                     (Fingerprinter, "special_keys", vars(Fingerprinter)["special_keys"]),
+                     (fingerprint._Canonicalizer, "special_keys", vars(fingerprint._Canonicalizer)["special_keys"])),
         })
     except (TypeError, RuntimeError):  # fields it cannot read, or made already (a reload): the methods above
         return None

@@ -4,6 +4,7 @@ guard remembers the text from an earlier span."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
@@ -325,6 +326,13 @@ def test_the_compiled_methods_leave_anything_unusual_to_the_python_methods(monke
     monkeypatch.setattr(payload_fingerprints, "_fingerprint_of", replaced)
     assert PayloadFingerprints().arguments(tool, raw) == reference(tool, raw)[0]
     assert seen[-1] == ("replaced", raw)
+    monkeypatch.undo()
+    # So does a method the Python methods call, or one whose work the compiled ones do themselves.
+    monkeypatch.setattr(PayloadFingerprints, "_fingerprint", lambda self, tool, raw, arguments: ("patched", False))
+    assert PayloadFingerprints().arguments(tool, raw) == "patched"
+    monkeypatch.undo()
+    monkeypatch.setattr(Fingerprinter, "hash_state", lambda self, arguments: hashlib.blake2b(digest_size=16))
+    assert PayloadFingerprints().arguments(tool, raw) == payload_fingerprints._python_arguments(NO_MEMORY, tool, raw)
 
 
 def test_the_compiled_methods_free_what_they_take() -> None:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from otel_agentguard import attributes as A
 from otel_agentguard import steps
+from otel_agentguard.fingerprint import Fingerprinter
 from otel_agentguard.payload_fingerprints import PayloadFingerprints
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.repetition import summarize
@@ -428,6 +429,10 @@ def test_the_policys_caches_are_read_where_its_methods_would_answer_from_them(mo
     read("lookup", own)
     assert calls == ["fingerprinter", "effect"] * 2  # (the compiled reader, then the reference)
     calls.clear()
+    monkeypatch.setattr(policy, "effect", lambda name, fallback=None: "write")  # on the object alone
+    monkeypatch.setattr(policy, "fingerprinter", lambda name: Fingerprinter(name, key=b"its own"))
+    assert read("lookup").effect == "write"
+    monkeypatch.undo()
     monkeypatch.setattr(type(policy), "effect", counting("effect"))
     read("lookup")
     assert calls == ["effect"] * 2
