@@ -69,6 +69,11 @@ static PyObject *s_observe_one, *s_probe_failed, *s_append, *s_cost, *s_prices, 
 
 #define LIMIT (1LL << 62) /* values past it are left to Python: sums of two stay within 64 bits */
 
+/* Set once by price_reads(): the price class, the price table's cache, the pins of its methods. */
+static PyTypeObject *price_type;
+static Py_ssize_t price_cache_slot;
+static PyObject *price_pins;
+
 /* An exact int within LIMIT, read into *out; 0 for anything else. */
 static int
 small_int(PyObject *value, long long *out)
@@ -278,6 +283,43 @@ remember_call(PyObject *totals, PyObject *step, const Reading *r)
     return PyList_GET_SIZE(names) > longest_cycle ? PySequence_DelItem(names, 0) : 0;
 }
 
+/* PriceTable.cost(model, input_tokens, output_tokens) for a model the table priced before, from
+ * its cache (a new reference): the same float operations in the same order. NULL, with no error
+ * set, where the method is to say (a model not priced yet, a price or count of another type, a
+ * method replaced). */
+static PyObject *
+cached_cost(PyObject *prices, PyObject *model, PyObject *input_tokens, PyObject *output_tokens)
+{
+    if (price_type == NULL || unchanged(price_pins) != 1) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (model == Py_None || (PyUnicode_CheckExact(model) && PyUnicode_GET_LENGTH(model) == 0))
+        return PyFloat_FromDouble(0.0); /* no model: no price */
+    PyObject *cache = SLOT(prices, price_cache_slot);
+    if (!PyUnicode_CheckExact(model) || cache == NULL || !PyDict_CheckExact(cache))
+        return NULL;
+    PyObject *price = PyDict_GetItemWithError(cache, model); /* an exact str key: no Python code runs */
+    if (price == Py_None)
+        return PyFloat_FromDouble(0.0); /* a model no price matches */
+    if (price == NULL || !Py_IS_TYPE(price, price_type) || PyTuple_GET_SIZE(price) != 2 ||
+        !PyFloat_CheckExact(PyTuple_GET_ITEM(price, 0)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(price, 1)) ||
+        !PyLong_CheckExact(input_tokens) || !PyLong_CheckExact(output_tokens)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    double input = PyLong_AsDouble(input_tokens), output = PyLong_AsDouble(output_tokens);
+    if (PyErr_Occurred()) { /* a count past a float: the method raises what Python raises */
+        PyErr_Clear();
+        return NULL;
+    }
+    /* Each product rounded on its own, as Python rounds it (volatile: never fused into one). */
+    volatile double of_input = input * PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(price, 0));
+    volatile double of_output = output * PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(price, 1));
+    volatile double sum = of_input + of_output;
+    return PyFloat_FromDouble(sum / 1e6);
+}
+
 /* SessionJudge._account, in the same order (the price table is called back where it is). */
 static int
 account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
@@ -298,7 +340,9 @@ account(PyObject *judge, PyObject *totals, PyObject *step, const Reading *r)
     else if (!r->tool) {
         PyObject *args[] = {r->prices, SLOT(step, step_slots[S_MODEL]), SLOT(step, step_slots[S_INPUT_TOKENS]),
                             SLOT(step, step_slots[S_OUTPUT_TOKENS])};
-        PyObject *priced = PyObject_VectorcallMethod(s_cost, args, 4, NULL);
+        PyObject *priced = cached_cost(args[0], args[1], args[2], args[3]);
+        if (priced == NULL && !PyErr_Occurred())
+            priced = PyObject_VectorcallMethod(s_cost, args, 4, NULL);
         if (priced == NULL)
             return -1;
         if (set_slot(totals, totals_slots[TOT_COST_USD], PyNumber_InPlaceAdd(cost_total, priced)) < 0) {
@@ -845,9 +889,37 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* price_reads(price_type, pins): the price class whose cached instances the pass reads to cost a
+ * model step itself, and the pins of the price table's methods that reading stands for; once,
+ * after configure(). */
+static PyObject *
+price_reads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "price_reads() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (price_table_type == NULL)
+        return refuse("price_reads: the pass must be configured first");
+    Py_ssize_t cache = slot_offset(price_table_type, "_cache");
+    if (cache < 0 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &PyTuple_Type) ||
+        !pins(args[1]))
+        return refuse("price_reads: a price table of slots with a _cache, a tuple class of prices and pins");
+    if (price_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "price_reads: set once");
+        return NULL;
+    }
+    price_type = (PyTypeObject *)Py_NewRef(args[0]);
+    price_cache_slot = cache;
+    price_pins = Py_NewRef(args[1]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "Set what the pass reads from the judge's modules; once."},
+    {"price_reads", (PyCFunction)(void (*)(void))price_reads, METH_FASTCALL,
+     "Set the price class whose cached prices the pass reads itself; once."},
     {"observe", (PyCFunction)(void (*)(void))observe, METH_FASTCALL,
      "SessionJudge.observe's alerts, or None to run it."},
     {NULL, NULL, 0, NULL},

@@ -25,7 +25,7 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.pricing import PriceTable
+from otel_agentguard.pricing import Price, PriceTable
 from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
 
@@ -409,6 +409,11 @@ def _compiled_pass() -> ModuleType | None:
         _judge_pass.configure(*compiled_configuration())
     except (TypeError, RuntimeError):  # classes it cannot read, or configured already (a reload)
         return None
+    try:  # a model the price table priced before is costed from its cache (where a method is replaced, it runs)
+        _judge_pass.price_reads(Price, ((PriceTable, "cost", vars(PriceTable)["cost"]),
+                                        (PriceTable, "price", vars(PriceTable)["price"])))
+    except (TypeError, RuntimeError):  # a table it cannot read, or set already (a reload): the method costs it
+        pass
     return _judge_pass
 
 

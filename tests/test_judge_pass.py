@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
+import sys
 from array import array
 from typing import Any
 
@@ -369,3 +370,26 @@ def test_the_pass_is_configured_once_and_refuses_classes_it_cannot_read():
             COMPILED.configure(*changed)
     with pytest.raises(TypeError, match="16 arguments"):
         COMPILED.configure(*configuration[:-1])
+
+
+def test_a_model_priced_before_is_costed_from_the_cache_as_the_method_costs_it(monkeypatch: pytest.MonkeyPatch):
+    policy = parse_policy('version = "p"\n')
+    steps = [Step(session_id="s", sequence=n, kind=MODEL, name="m", model=model, input_tokens=tokens,
+                  output_tokens=n * 7) for n, (model, tokens) in enumerate(
+                      [("gpt-4o-2024", 1234), ("gpt-4o-2024", 10**15 + 7), ("nobody's", 9), ("", 3), (None, 5)], 1)]
+    called: list[str] = []
+    for step in steps:
+        policy.prices.price(step.model)  # priced before: cached
+        judge = SessionJudge("s", policy)
+        sys.setprofile(lambda frame, event, arg: called.append(frame.f_code.co_name) if event == "call" else None)
+        try:
+            assert COMPILED.observe(judge, step) is not None
+        finally:
+            sys.setprofile(None)
+        expected = policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
+        assert judge.totals.cost_usd == expected and type(judge.totals.cost_usd) is float
+    assert "cost" not in called and "price" not in called
+    monkeypatch.setattr(PriceTable, "cost", lambda self, model, input_tokens, output_tokens: 2.5)
+    judge = SessionJudge("s", policy)
+    judge.observe(steps[0])
+    assert judge.totals.cost_usd == 2.5  # a replaced method is called
