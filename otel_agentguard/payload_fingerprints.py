@@ -7,7 +7,10 @@ agent that is stuck sends the very same text again and again: a guard
 fingerprints each distinct text once per tool (and key), then remembers it.
 The memory is bounded (entries, and characters per text: longer texts and
 values that are not text are fingerprinted every time) and forgets its older
-half when full.
+half when full. Where the package was built with a C compiler and orjson is
+installed, ``arguments`` and ``result`` are compiled (``_payload_memory.c``):
+they look a usual text up, and fingerprint and remember it on a miss, with no
+Python frame, and leave anything else to the methods below, the reference.
 """
 
 from __future__ import annotations
