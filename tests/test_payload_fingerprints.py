@@ -69,15 +69,20 @@ def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
+def _compiled_methods() -> None:
+    """Skip (or fail) unless the compiled payload methods are in place."""
+    skip_unless_built(payload_fingerprints._compiled is not None or _json_text_form.fingerprint_of_small_text is None,
+                      "otel_agentguard._payload_memory", "the Python methods remember")
+    if payload_fingerprints._compiled is None:
+        pytest.skip("no one-call fingerprint (orjson is not installed, or writes another form)")
+
+
 # Who remembers: the compiled arguments and result (where the package has them), or the Python
 # methods they stand for.
 @pytest.fixture(params=["compiled methods", "python methods"])
 def methods(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "compiled methods":
-        skip_unless_built(payload_fingerprints._compiled is not None or _json_text_form.fingerprint_of_small_text is None,
-                          "otel_agentguard._payload_memory", "the Python methods remember")
-        if payload_fingerprints._compiled is None:
-            pytest.skip("no one-call fingerprint (orjson is not installed, or writes another form)")
+        _compiled_methods()
     else:
         monkeypatch.setattr(PayloadFingerprints, "arguments", payload_fingerprints._python_arguments)
         monkeypatch.setattr(PayloadFingerprints, "result", payload_fingerprints._python_result)
@@ -239,13 +244,6 @@ def test_remembered_payload_fingerprints_follow_a_rotated_key(writer: str, metho
 
 
 # --- the compiled methods ------------------------------------------------------------------------
-
-
-def _compiled_methods() -> None:
-    skip_unless_built(payload_fingerprints._compiled is not None or _json_text_form.fingerprint_of_small_text is None,
-                      "otel_agentguard._payload_memory", "the Python methods remember")
-    if payload_fingerprints._compiled is None:
-        pytest.skip("no one-call fingerprint (orjson is not installed, or writes another form)")
 
 
 # Hits, misses, texts the one call refuses (noise key, NaN, long text, a wide int), texts it never
