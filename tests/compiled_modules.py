@@ -8,10 +8,15 @@ means the build went wrong, and its tests fail instead.
 from __future__ import annotations
 
 import os
+import sys
 import tracemalloc
 from collections.abc import Callable
+from types import CodeType
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 
 def skip_unless_built(built: bool, module: str, without_it: str) -> None:
@@ -35,3 +40,21 @@ def assert_frees_what_it_takes(run: Callable[[], None]) -> None:
         assert tracemalloc.get_traced_memory()[0] - before < 1024
     finally:
         tracemalloc.stop()
+
+
+def python_code_run(run: Callable[[], T]) -> tuple[T, list[CodeType]]:
+    """What ``run`` returns, and the code of every Python function it calls, in order (seen with
+    ``sys.setprofile``): how a test shows that a compiled path ran no Python code, or which Python
+    code it handed to."""
+    ran: list[CodeType] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            ran.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        result = run()
+    finally:
+        sys.setprofile(None)
+    return result, ran

@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import sys
 from array import array
+from functools import partial
 from typing import Any
 
 import pytest
-from compiled_modules import assert_frees_what_it_takes, skip_unless_built
+from compiled_modules import assert_frees_what_it_takes, python_code_run, skip_unless_built
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -381,11 +381,9 @@ def test_a_model_priced_before_is_costed_from_the_cache_as_the_method_costs_it(m
     for step in steps:
         policy.prices.price(step.model)  # priced before: cached
         judge = SessionJudge("s", policy)
-        sys.setprofile(lambda frame, event, arg: called.append(frame.f_code.co_name) if event == "call" else None)
-        try:
-            assert COMPILED.observe(judge, step) is not None
-        finally:
-            sys.setprofile(None)
+        observed, ran = python_code_run(partial(COMPILED.observe, judge, step))
+        assert observed is not None  # the compiled pass judged it
+        called += [code.co_name for code in ran]
         expected = policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
         assert judge.totals.cost_usd == expected and type(judge.totals.cost_usd) is float
     assert "cost" not in called and "price" not in called

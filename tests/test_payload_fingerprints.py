@@ -7,11 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from typing import Any
 
 import pytest
-from compiled_modules import assert_frees_what_it_takes, skip_unless_built
+from compiled_modules import assert_frees_what_it_takes, python_code_run, skip_unless_built
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -273,20 +272,14 @@ def test_the_compiled_methods_fingerprint_a_usual_text_with_no_python_frame() ->
     tool = Fingerprinter("search")
     payloads = PayloadFingerprints()
     tool.hash_state(arguments=True)  # (its states are built on first use, by Python)
-    called: list[str] = []
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            called.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
-
-    sys.setprofile(profile)
-    try:
-        for _ in range(2):  # a miss, then a hit
+    def a_miss_then_a_hit() -> None:
+        for _ in range(2):
             payloads.arguments(tool, '{"order_id": "A-1", "page": 2}')
             payloads.result(tool, '{"status": "ok", "items": [{"sku": "12", "qty": 1.0}]}')
-    finally:
-        sys.setprofile(None)
-    assert [name for name in called if "otel_agentguard" in name] == []
+
+    _, ran = python_code_run(a_miss_then_a_hit)
+    assert [code for code in ran if "otel_agentguard" in code.co_filename] == []
     assert len(payloads._remembered) == 2
 
 

@@ -15,7 +15,6 @@ equal. Every other test of the package runs with the compiled paths in place.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from compiled_modules import assert_frees_what_it_takes, skip_unless_built
+from compiled_modules import assert_frees_what_it_takes, python_code_run, skip_unless_built
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import baggage, trace
@@ -823,20 +822,14 @@ PYTHON_HOOKS = processor_module._python_on_start, processor_module._python_on_en
 def _python_hooks_run(run: Run) -> list[str]:
     """Which of the Python methods on_start and on_end ran, in order, for a session of one tool call."""
     python = {hook.__code__ for hook in PYTHON_HOOKS}
-    ran: list[str] = []
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in python:
-            ran.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
+    def session_of_one_call() -> None:
         agent, context = _session(run, "s9")
         _tool(run, context).end()
         agent.end()
-    finally:
-        sys.setprofile(None)
-    return ran
+
+    _, ran = python_code_run(session_of_one_call)
+    return [code.co_name for code in ran if code in python]
 
 
 def test_on_start_and_on_end_are_compiled_and_call_the_python_methods_for_anything_else():

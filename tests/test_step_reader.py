@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 import pytest
-from compiled_modules import assert_frees_what_it_takes, skip_unless_built
+from compiled_modules import assert_frees_what_it_takes, python_code_run, skip_unless_built
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -415,14 +415,9 @@ def test_the_policys_caches_are_read_where_its_methods_would_answer_from_them(mo
 
     assert read("lookup").effect is None and made is policy.fingerprinter("lookup")
     assert read("refund").effect == "write"
-    called: list[str] = []
     attrs = {**FOREIGN_TOOL_SPAN, A.GEN_AI_TOOL_NAME: "lookup"}
-    sys.setprofile(lambda frame, event, arg: called.append(frame.f_code.co_name) if event == "call" else None)
-    try:
-        COMPILED.tool_step(attrs, "s", 1, policy, "", 0, 0, False, PayloadFingerprints())
-    finally:
-        sys.setprofile(None)
-    assert "fingerprinter" not in called and "effect" not in called
+    step, ran = python_code_run(lambda: COMPILED.tool_step(attrs, "s", 1, policy, "", 0, 0, False, PayloadFingerprints()))
+    assert step is not None and not {"fingerprinter", "effect"} & {code.co_name for code in ran}
     subclass = type("OwnPolicy", (type(policy),), {"effect": counting("effect"), "fingerprinter": counting("fingerprinter")})
     own = parse_policy('version = "reads"\n')
     own.__class__ = subclass
