@@ -61,6 +61,9 @@ static Py_ssize_t judge_slots[JUDGE_SLOTS], totals_slots[TOTALS_SLOTS], step_slo
 static PyObject *tool_kind, *model_kind, *write_effect;
 static PyObject *no_words;            /* probes._NO_WORDS: a session's first tool step replaces it */
 static PyObject *probe_types[PROBES];
+static Py_ssize_t setting_slots[PROBES]; /* the slot of the setting each quiet pass reads; -1: by name */
+static PyObject *budget_totals[TOTALS_SLOTS];
+static Py_ssize_t policy_prices_slot, policy_finish_tool_slot; /* the policy's slots of them; -1: by name */ /* the names of the totals a budget reads by slot; else NULL */
 static long long fired_bits[BUDGET];   /* probes.*_FIRED of each probe but the budgets (theirs are in _limits) */
 static Py_ssize_t last_actions;        /* the judge's _last holds this many items at most */
 static Py_ssize_t longest_cycle, max_states, no_call;
@@ -229,8 +232,12 @@ readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
     PyObject *policy = SLOT(judge, judge_slots[J_POLICY]), *model = SLOT(step, step_slots[S_MODEL]);
     if (policy == NULL || !Py_IS_TYPE(policy, policy_type) || model == NULL || !none_or_text(model))
         return 0;
-    r->prices = PyObject_GetAttr(policy, s_prices);
-    r->finish_tool = PyObject_GetAttr(policy, s_finish_tool);
+    r->prices = policy_prices_slot >= 0 ? Py_XNewRef(SLOT(policy, policy_prices_slot)) : NULL;
+    r->finish_tool = policy_finish_tool_slot >= 0 ? Py_XNewRef(SLOT(policy, policy_finish_tool_slot)) : NULL;
+    if (r->prices == NULL)
+        r->prices = PyObject_GetAttr(policy, s_prices);
+    if (r->finish_tool == NULL)
+        r->finish_tool = PyObject_GetAttr(policy, s_finish_tool);
     if (r->prices == NULL || r->finish_tool == NULL || !Py_IS_TYPE(r->prices, price_table_type) ||
         !none_or_text(r->finish_tool)) {
         PyErr_Clear();
@@ -441,11 +448,20 @@ fired(PyObject *totals)
     return small_int(SLOT(totals, totals_slots[TOT_FIRED]), &bits) ? bits : -1;
 }
 
+/* A probe's setting (a new reference, or NULL with any error), from its slot where configure()
+ * found one for its class (`which`), else by name. */
+static PyObject *
+setting_of(int which, PyObject *probe, PyObject *name)
+{
+    PyObject *value = setting_slots[which] >= 0 ? SLOT(probe, setting_slots[which]) : NULL;
+    return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(probe, name);
+}
+
 /* An int setting of a probe (a threshold, a window), or -1 when it is anything else. */
 static long long
-setting(PyObject *probe, PyObject *name)
+setting(int which, PyObject *probe, PyObject *name)
 {
-    PyObject *value = PyObject_GetAttr(probe, name);
+    PyObject *value = setting_of(which, probe, name);
     long long number;
     int found = small_int(value, &number);
     Py_XDECREF(value);
@@ -456,7 +472,7 @@ setting(PyObject *probe, PyObject *name)
 static int
 quiet_tool_loop(PyObject *probe, PyObject *totals)
 {
-    long long threshold = setting(probe, s_threshold);
+    long long threshold = setting(TOOL_LOOP, probe, s_threshold);
     Py_buffer view;
     Py_ssize_t length;
     const long long *calls = words(SLOT(totals, totals_slots[TOT_DIGESTS]), &length, &view);
@@ -497,7 +513,7 @@ primitive(const long long *block, Py_ssize_t size)
 static int
 quiet_cycle(PyObject *probe, PyObject *totals)
 {
-    long long repeats = setting(probe, s_repeats);
+    long long repeats = setting(CYCLE, probe, s_repeats);
     if (repeats <= 1 || repeats > LIMIT / longest_cycle)
         return 0;
     Py_buffer view;
@@ -564,7 +580,7 @@ quiet_no_progress(PyObject *probe, PyObject *totals, const Fresh *f)
     PyObject *state = f->result_fp;
     if (state == Py_None && !f->failed)
         return 1; /* the result is unknown: no verdict either way */
-    long long threshold = setting(probe, s_threshold);
+    long long threshold = setting(NO_PROGRESS, probe, s_threshold);
     PyObject *seen = SLOT(totals, totals_slots[TOT_STATES_SEEN]);
     Py_ssize_t run = run_length(SLOT(totals, totals_slots[TOT_NO_PROGRESS_RUN]));
     if (threshold < 0 || run < 0 || seen == NULL || (seen != Py_None && !PyByteArray_CheckExact(seen)))
@@ -608,7 +624,7 @@ quiet_error_streak(PyObject *probe, PyObject *totals, const Fresh *f)
     PyObject *empty = f->empty;
     if (!f->failed && empty == Py_None)
         return 1;
-    long long threshold = setting(probe, s_threshold), failures;
+    long long threshold = setting(ERROR_STREAK, probe, s_threshold), failures;
     Py_ssize_t streak = run_length(SLOT(totals, totals_slots[TOT_ERROR_RUN]));
     if (threshold < 0 || streak < 0 || !small_int(SLOT(totals, totals_slots[TOT_ERROR_FAILURES]), &failures))
         return 0;
@@ -624,10 +640,20 @@ quiet_error_streak(PyObject *probe, PyObject *totals, const Fresh *f)
     return set_int(totals, totals_slots[TOT_ERROR_FAILURES], failures + (f->failed ? 1 : 0)) < 0 ? -1 : 1;
 }
 
+/* getattr(totals, name) for a budget: a total in a slot is loaded (where set), any other by name. */
+static PyObject *
+total_of(PyObject *totals, PyObject *name)
+{
+    for (int at = 0; at < TOTALS_SLOTS; at++)
+        if (budget_totals[at] == name && SLOT(totals, totals_slots[at]) != NULL)
+            return Py_NewRef(SLOT(totals, totals_slots[at]));
+    return PyObject_GetAttr(totals, name);
+}
+
 static int
 quiet_budget(PyObject *probe, PyObject *totals, PyObject *step)
 {
-    PyObject *limits = PyObject_GetAttr(probe, s_limits);
+    PyObject *limits = setting_of(BUDGET, probe, s_limits);
     if (limits == NULL || !PyTuple_CheckExact(limits)) {
         Py_XDECREF(limits);
         PyErr_Clear();
@@ -657,7 +683,7 @@ quiet_budget(PyObject *probe, PyObject *totals, PyObject *step)
             used = PyFloat_FromDouble(start ? (double)(spent > 0 ? spent : 0) / 1e9 : 0.0);
         }
         else
-            used = PyObject_GetAttr(totals, total);
+            used = total_of(totals, total);
         int over = used == NULL ? -1 : PyObject_RichCompareBool(used, PyTuple_GET_ITEM(limit, 2), Py_GT);
         Py_XDECREF(used);
         if (over != 0) {
@@ -879,12 +905,22 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     no_words = Py_NewRef(args[7]);
     for (int at = 0; at < PROBES; at++)
         probe_types[at] = Py_NewRef(PyTuple_GET_ITEM(types, at));
+    /* Each setting is loaded from its slot where the probe's class keeps it in one of its own. */
+    const char *setting_names[PROBES] = {NULL, NULL, "_threshold", "_repeats", "_threshold", "_threshold", "_limits"};
+    for (int at = 0; at < PROBES; at++)
+        setting_slots[at] = setting_names[at] == NULL ? -1 : slot_offset((PyTypeObject *)probe_types[at], setting_names[at]);
+    const int budget_slots[] = {TOT_STEPS, TOT_TOKENS, TOT_COST_USD, TOT_MODEL_CALLS};
+    for (size_t at = 0; at < sizeof budget_slots / sizeof budget_slots[0]; at++)
+        if ((budget_totals[budget_slots[at]] = PyUnicode_InternFromString(totals_slot_names[budget_slots[at]])) == NULL)
+            return NULL;
     memcpy(fired_bits, found_bits, sizeof fired_bits);
     last_actions = (Py_ssize_t)numbers[0];
     longest_cycle = (Py_ssize_t)numbers[1];
     max_states = (Py_ssize_t)numbers[2];
     no_call = (Py_ssize_t)numbers[3];
     policy_type = (PyTypeObject *)Py_NewRef(args[14]);
+    policy_prices_slot = slot_offset(policy_type, "prices");
+    policy_finish_tool_slot = slot_offset(policy_type, "finish_tool");
     price_table_type = (PyTypeObject *)Py_NewRef(args[15]);
     Py_RETURN_NONE;
 }

@@ -79,6 +79,28 @@ find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *foun
     return 0;
 }
 
+/* The offsets of the slots `names` of `type` into `found`, as find_slots() finds them, for a class
+ * that may also keep a __dict__ (a slot's descriptor comes before it): 0, or -1. */
+static inline int
+find_fields(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
+{
+    if (!PyType_Check(type) || !PyType_HasFeature((PyTypeObject *)type, Py_TPFLAGS_HEAPTYPE))
+        return -1;
+    for (int at = 0; at < count; at++)
+        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
+            return -1;
+    return 0;
+}
+
+/* getattr(object, name), for an object of the class whose slot `name` is at `offset`: the slot's
+ * value (a new reference), or, where it is unset, getattr's AttributeError. */
+static inline PyObject *
+slot_or_getattr(PyObject *object, Py_ssize_t offset, PyObject *name)
+{
+    PyObject *value = SLOT(object, offset);
+    return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(object, name);
+}
+
 /* Whether `given` is a tuple of pins: (a dict or a class of Python's, a str, its value). */
 static inline int
 pins(PyObject *given)
@@ -96,19 +118,106 @@ pins(PyObject *given)
     return 1;
 }
 
+/* Pins are checked at every call, most of them for every span: where CPython gives each dict a
+ * version that any change to it renews (3.10 to 3.13), a tuple of pins found unchanged is
+ * remembered with the versions of its namespaces' dicts, and while those stay the same it holds
+ * without a lookup. (3.14 dropped the versions: each pin is looked up, as on any other Python.) */
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define PINS_BY_VERSION 1
+#define MAX_PIN_SETS 16
+#define MAX_PIN_DICTS 12
+
+typedef struct {
+    PyObject *pins;                  /* a strong reference: its address names no other tuple */
+    int count;                       /* dicts remembered; 0 while none are */
+    PyObject *dicts[MAX_PIN_DICTS];  /* borrowed: the pins hold their namespaces */
+    uint64_t versions[MAX_PIN_DICTS];
+} PinSet;
+
+static inline uint64_t
+dict_version(PyObject *dict)
+{
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+}
+
+/* The remembered state of `pins` in this module (made on first use), or NULL when too many
+ * tuples are remembered already. */
+static inline PinSet *
+pin_set(PyObject *pins)
+{
+    static PinSet sets[MAX_PIN_SETS];
+    for (int at = 0; at < MAX_PIN_SETS; at++) {
+        if (sets[at].pins == pins)
+            return &sets[at];
+        if (sets[at].pins == NULL) {
+            sets[at].pins = Py_NewRef(pins);
+            return &sets[at];
+        }
+    }
+    return NULL;
+}
+#endif
+
+/* The dict a pin's namespace keeps its names in: the dict itself, or the class's. */
+static inline PyObject *
+pin_dict(PyObject *pin)
+{
+    PyObject *where = PyTuple_GET_ITEM(pin, 0);
+    return PyType_Check(where) ? ((PyTypeObject *)where)->tp_dict : where;
+}
+
 /* Whether every function pinned is still the one configured (a test or a user may have replaced
  * one): 1, 0, or -1 with an error. */
 static inline int
 unchanged(PyObject *pins)
 {
+#ifdef PINS_BY_VERSION
+    PinSet *set = pin_set(pins);
+    if (set != NULL && set->count > 0) {
+        int at = 0;
+        while (at < set->count && dict_version(set->dicts[at]) == set->versions[at])
+            at++;
+        if (at == set->count)
+            return 1;
+    }
+    /* The versions as they are before the lookups: a change made meanwhile is seen next time. */
+    PyObject *dicts[MAX_PIN_DICTS];
+    uint64_t versions[MAX_PIN_DICTS];
+    int count = 0;
+    for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(pins) && count >= 0; at++) {
+        PyObject *dict = pin_dict(PyTuple_GET_ITEM(pins, at));
+        int seen = 0;
+        while (seen < count && dicts[seen] != dict)
+            seen++;
+        if (dict == NULL || !PyDict_Check(dict) || (seen == count && count == MAX_PIN_DICTS))
+            count = -1; /* not remembered: looked up at every call */
+        else if (seen == count) {
+            dicts[count] = dict;
+            versions[count++] = dict_version(dict);
+        }
+    }
+#endif
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(pins); at++) {
         PyObject *pin = PyTuple_GET_ITEM(pins, at);
-        PyObject *where = PyTuple_GET_ITEM(pin, 0);
-        PyObject *names = PyType_Check(where) ? ((PyTypeObject *)where)->tp_dict : where;
+        PyObject *names = pin_dict(pin);
         PyObject *now = names == NULL ? NULL : PyDict_GetItemWithError(names, PyTuple_GET_ITEM(pin, 1));
         if (now != PyTuple_GET_ITEM(pin, 2))
             return now == NULL && PyErr_Occurred() ? -1 : 0;
     }
+#ifdef PINS_BY_VERSION
+    if (set != NULL && count > 0) {
+        memcpy(set->dicts, dicts, (size_t)count * sizeof dicts[0]);
+        memcpy(set->versions, versions, (size_t)count * sizeof versions[0]);
+        set->count = count;
+    }
+#endif
     return 1;
 }
 

@@ -43,12 +43,21 @@ enum { B_NEXT, B_PENDING, B_SKIPPED, BUFFER_SLOTS };
 static const char *const buffer_slot_names[BUFFER_SLOTS] = {"_next", "_pending", "_skipped"};
 enum { ST_SEQUENCE, ST_FINAL, STEP_SLOTS };
 static const char *const step_slot_names[STEP_SLOTS] = {"sequence", "final"};
+/* Fields of the processor, its live sessions and their store that every span reads: slots, so that
+ * a read is a load rather than an attribute lookup (these classes keep a __dict__ for the rest). */
+enum { P_SESSIONS, P_ENFORCEMENT, P_POLICY, PROCESSOR_SLOTS };
+static const char *const processor_slot_names[PROCESSOR_SLOTS] = {"_sessions", "_enforcement", "policy"};
+enum { SS_STORE, SS_LONE, SS_PAYLOADS, SESSIONS_SLOTS };
+static const char *const sessions_slot_names[SESSIONS_SLOTS] = {"store", "lone", "payloads"};
+enum { SO_ENTRIES, SO_SEEN, SO_LOCK, SO_CLOCK, STORE_SLOTS };
+static const char *const store_slot_names[STORE_SLOTS] = {"_entries", "_seen", "_lock", "_clock"};
 
 /* Set once by configure() and never changed. */
 static PyTypeObject *processor_type, *sessions_type, *store_type, *session_type, *counter_type, *buffer_type,
     *step_type, *context_type, *session_context_type, *attributes_type, *non_recording_type, *readable_type;
 static Py_ssize_t session_slots[SESSION_SLOTS], buffer_slots[BUFFER_SLOTS], step_slots[STEP_SLOTS],
-    counter_last_slot, session_context_id_slot;
+    counter_last_slot, session_context_id_slot, processor_slots[PROCESSOR_SLOTS], sessions_slots[SESSIONS_SLOTS],
+    store_slots[STORE_SLOTS];
 static PyObject *a_verdict, *a_operation, *a_session_id, *a_nested_step, *a_sequence, *op_invoke_agent, *tool_kind,
     *status_error, *a_response_id;
 static PyObject *requested_call_attributes;             /* a model span with any of them names its calls */
@@ -112,6 +121,15 @@ field(PyObject *object, PyObject *name)
     if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
         PyErr_Clear();
     return found;
+}
+
+/* field(), for an object of the class whose slot `offset` is: its slot, or where that is unset
+ * what field() finds (the AttributeError). */
+static PyObject *
+field_at(PyObject *object, Py_ssize_t offset, PyObject *name)
+{
+    PyObject *value = SLOT(object, offset);
+    return value != NULL ? Py_NewRef(value) : field(object, name);
 }
 
 /* An SDK span's attribute dict (a new reference), as span_attributes reads it; NULL, with no
@@ -290,7 +308,7 @@ observing(PyObject *processor)
 {
     if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type))
         return 0;
-    PyObject *enforcement = field(processor, s_enforcement);
+    PyObject *enforcement = field_at(processor, processor_slots[P_ENFORCEMENT], s_enforcement);
     int none = enforcement == Py_None;
     Py_XDECREF(enforcement);
     return none ? 1 : PyErr_Occurred() ? -1 : 0;
@@ -302,9 +320,11 @@ observing(PyObject *processor)
 static int
 live_store(PyObject *processor, PyObject **sessions, PyObject **store, PyObject **entries)
 {
-    return (*sessions = field(processor, s_sessions)) != NULL && Py_IS_TYPE(*sessions, sessions_type) &&
-           (*store = field(*sessions, s_store)) != NULL && Py_IS_TYPE(*store, store_type) &&
-           (*entries = field(*store, s_entries)) != NULL && PyDict_Check(*entries);
+    return Py_IS_TYPE(processor, processor_type) &&
+           (*sessions = field_at(processor, processor_slots[P_SESSIONS], s_sessions)) != NULL &&
+           Py_IS_TYPE(*sessions, sessions_type) &&
+           (*store = field_at(*sessions, sessions_slots[SS_STORE], s_store)) != NULL && Py_IS_TYPE(*store, store_type) &&
+           (*entries = field_at(*store, store_slots[SO_ENTRIES], s_entries)) != NULL && PyDict_Check(*entries);
 }
 
 /* Release `lock`, keeping the error set before (unless releasing fails too). */
@@ -341,8 +361,10 @@ live_session(PyObject *processor, PyObject *session_id, PyObject **found)
 {
     int outcome = LEFT_TO_PYTHON;
     PyObject *sessions = NULL, *store = NULL, *entries = NULL, *seen = NULL, *lock = NULL, *clock = NULL;
-    if (!live_store(processor, &sessions, &store, &entries) || (seen = field(store, s_seen)) == NULL || !PyDict_CheckExact(seen) ||
-        (lock = field(store, s_lock)) == NULL || (clock = field(store, s_clock)) == NULL)
+    if (!live_store(processor, &sessions, &store, &entries) ||
+        (seen = field_at(store, store_slots[SO_SEEN], s_seen)) == NULL || !PyDict_CheckExact(seen) ||
+        (lock = field_at(store, store_slots[SO_LOCK], s_lock)) == NULL ||
+        (clock = field_at(store, store_slots[SO_CLOCK], s_clock)) == NULL)
         goto done;
     int live = PyDict_Contains(entries, session_id); /* a miss takes no lock (SessionStore.get's test) */
     if (live <= 0) {
@@ -616,7 +638,9 @@ start_lone_call(PyObject *processor, PyObject *span, PyObject *attrs, PyObject *
         (context = field(span, s_context)) == NULL || (trace_id = PyObject_GetAttr(context, s_trace_id)) == NULL ||
         (session_id = PyObject_Format(trace_id, trace_id_format)) == NULL || !is_text(session_id))
         goto done;
-    if ((sessions = field(processor, s_sessions)) == NULL || !Py_IS_TYPE(sessions, sessions_type))
+    if (!Py_IS_TYPE(processor, processor_type) ||
+        (sessions = field_at(processor, processor_slots[P_SESSIONS], s_sessions)) == NULL ||
+        !Py_IS_TYPE(sessions, sessions_type))
         goto done;
     /* Decided: from here on, the Python method's calls. */
     result = NULL;
@@ -807,8 +831,8 @@ read_step(PyObject *processor, PyObject *sessions, PyObject *span, PyObject *att
                 if ((name = PyObject_GetAttr(span, s_name)) != NULL &&
                     (status = PyObject_GetAttr(span, s_status)) != NULL &&
                     (code = PyObject_GetAttr(status, s_status_code)) != NULL &&
-                    (policy = PyObject_GetAttr(processor, s_policy)) != NULL &&
-                    (payloads = PyObject_GetAttr(sessions, s_payloads)) != NULL) {
+                    (policy = slot_or_getattr(processor, processor_slots[P_POLICY], s_policy)) != NULL &&
+                    (payloads = slot_or_getattr(sessions, sessions_slots[SS_PAYLOADS], s_payloads)) != NULL) {
                     PyObject *call[9] = {attrs, session_id, sequence, policy, name, start, end,
                                          code == status_error ? Py_True : Py_False, payloads};
                     step = PyObject_Vectorcall(reader, call, 9, NULL);
@@ -1061,7 +1085,8 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return mine < 0 ? NULL : Py_NewRef(Py_False);
     PyObject *result = Py_False, *sessions = NULL, *store = NULL, *entries = NULL, *lone = NULL, *parent = NULL,
              *session = NULL;
-    if (!live_store(processor, &sessions, &store, &entries) || (lone = field(sessions, s_lone)) == NULL || !PyDict_CheckExact(lone))
+    if (!live_store(processor, &sessions, &store, &entries) || (lone = field_at(sessions, sessions_slots[SS_LONE], s_lone)) == NULL ||
+        !PyDict_CheckExact(lone))
         goto done;
     if ((parent = PyObject_GetAttr(span, s_parent)) == NULL)
         goto failed;
@@ -1219,6 +1244,11 @@ configure(PyObject *module, PyObject *given)
         (session_id = slot_offset((PyTypeObject *)types[8], "session_id")) < 0)
         return refuse("the session, its counter and buffer, the step and the session context must be classes of "
                       "slots only, with the slots read");
+    Py_ssize_t found_processor[PROCESSOR_SLOTS], found_sessions[SESSIONS_SLOTS], found_store[STORE_SLOTS];
+    if (find_fields(types[0], processor_slot_names, PROCESSOR_SLOTS, found_processor) < 0 ||
+        find_fields(types[1], sessions_slot_names, SESSIONS_SLOTS, found_sessions) < 0 ||
+        find_fields(types[2], store_slot_names, STORE_SLOTS, found_store) < 0)
+        return refuse("the processor, its live sessions and their store must keep the fields read in slots");
     PyObject *names = entry(given, "names"), *context_keys = entry(given, "context_keys");
     if (names == NULL || context_keys == NULL)
         return NULL;
@@ -1259,6 +1289,9 @@ configure(PyObject *module, PyObject *given)
     memcpy(session_slots, found_session, sizeof session_slots);
     memcpy(buffer_slots, found_buffer, sizeof buffer_slots);
     memcpy(step_slots, found_step, sizeof step_slots);
+    memcpy(processor_slots, found_processor, sizeof processor_slots);
+    memcpy(sessions_slots, found_sessions, sizeof sessions_slots);
+    memcpy(store_slots, found_store, sizeof store_slots);
     counter_last_slot = last;
     session_context_id_slot = session_id;
     PyObject **name_fields[6] = {&a_verdict, &a_operation, &a_session_id, &a_nested_step, &a_sequence,

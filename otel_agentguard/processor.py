@@ -116,6 +116,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
         idle_timeout_s: a session without a span for this long is ended.
     """
 
+    # What every span reads, in slots (the compiled span paths load them); the SDK's base class
+    # gives the instances a dict for the rest.
+    __slots__ = ("policy", "_sessions", "_enforcement")
+
     def __init__(
         self,
         policy: Policy | str | os.PathLike[str] | None = None,

@@ -3,8 +3,11 @@ every kind of mistake as one clear PolicyError, and runtime profile resolution."
 
 from __future__ import annotations
 
+import copy
 import logging
+import pickle
 import re
+import weakref
 from pathlib import Path
 
 import pytest
@@ -77,6 +80,18 @@ def no_profile_env(monkeypatch):
 
 
 # --- the documented example -----------------------------------------------------------
+
+
+def test_a_policy_is_copied_pickled_weakly_referenced_and_subclassed_like_any_object():
+    # (Two of its fields are slots, which the compiled judge loads; the rest stay in its dict.)
+    policy = parse_policy('version = "slots"\nfinish_tool = "done"\n[tools.refund]\neffect = "write"\n')
+    for twin in (copy.copy(policy), pickle.loads(pickle.dumps(policy))):
+        assert (twin.version, twin.finish_tool, twin.effect("refund")) == ("slots", "done", "write")
+        assert twin.prices.cost("unpriced", 10, 10) == policy.prices.cost("unpriced", 10, 10)
+    assert weakref.ref(policy)() is policy
+    policy.__class__ = type("OwnPolicy", (Policy,), {})
+    policy.note = "an attribute of its own"
+    assert policy.finish_tool == "done" and vars(policy)["note"] == "an attribute of its own"
 
 
 def test_documented_example_parses_with_its_values(tmp_path):

@@ -38,6 +38,9 @@ from otel_agentguard import _internal_errors, span_stamp
 from otel_agentguard import attributes as A
 from otel_agentguard import processor as processor_module
 from otel_agentguard._context import SessionContext, with_session
+from otel_agentguard._store import SessionStore
+from otel_agentguard.live_session import LiveSession
+from otel_agentguard.live_sessions import LiveSessions
 from otel_agentguard.policy import parse_policy
 from otel_agentguard.processor import VERDICT_SPAN_NAME, AgentGuardSpanProcessor
 
@@ -554,6 +557,32 @@ def test_a_replaced_function_the_paths_stand_for_sends_spans_to_python(monkeypat
     assert COMPILED_END(run.processor, step._readable_span(), attrs, "e13") is False
     monkeypatch.undo()
     step.end()
+    agent.end()
+    run.provider.shutdown()
+
+
+def test_pins_found_unchanged_are_checked_again_after_any_change_to_their_namespaces(monkeypatch):
+    """The pins found unchanged are remembered with their namespaces' dict versions: a replacement
+    made afterwards, in a module or on a class, and its undoing are each seen at the next span."""
+    run = Run()
+    agent, context = _session(run, "e14")
+
+    def starts() -> bool:
+        span = _tool_span(run.tracer, context)
+        try:
+            return COMPILED(run.processor, span, {A.GEN_AI_OPERATION_NAME: "chat"}, context)  # type: ignore[no-any-return]
+        finally:
+            span.end()
+
+    assert starts() is True and starts() is True  # checked, then remembered
+    monkeypatch.setattr(processor_module, "_not_pinned", 1, raising=False)  # another name in a pinned module
+    assert starts() is True
+    for namespace, name in ((processor_module, "enclosing_step"), (LiveSessions, "open"), (SessionStore, "get"),
+                            (LiveSession, "start_step")):
+        monkeypatch.setattr(namespace, name, lambda *args: None)
+        assert starts() is False, name
+        monkeypatch.undo()
+        assert starts() is True, name
     agent.end()
     run.provider.shutdown()
 
