@@ -62,8 +62,9 @@ static PyObject *tool_kind, *model_kind, *write_effect;
 static PyObject *no_words;            /* probes._NO_WORDS: a session's first tool step replaces it */
 static PyObject *probe_types[PROBES];
 static Py_ssize_t setting_slots[PROBES]; /* the slot of the setting each quiet pass reads; -1: by name */
-static PyObject *budget_totals[TOTALS_SLOTS];
-static Py_ssize_t policy_prices_slot, policy_finish_tool_slot; /* the policy's slots of them; -1: by name */ /* the names of the totals a budget reads by slot; else NULL */
+static PyObject *budget_totals[TOTALS_SLOTS]; /* the names of the totals a budget reads by slot; else NULL */
+static Py_ssize_t policy_prices_slot, policy_finish_tool_slot; /* the policy's slots of them; -1: by name */
+static PyObject *field_pins; /* the policy's and the probes' slots loaded at their offsets, as pins */
 static long long fired_bits[BUDGET];   /* probes.*_FIRED of each probe but the budgets (theirs are in _limits) */
 static Py_ssize_t last_actions;        /* the judge's _last holds this many items at most */
 static Py_ssize_t longest_cycle, max_states, no_call;
@@ -765,8 +766,11 @@ observe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *judge = args[0], *step = args[1];
-    if (judge_type == NULL || !Py_IS_TYPE(judge, judge_type) || !Py_IS_TYPE(step, step_type))
+    if (judge_type == NULL || field_pins == NULL || !Py_IS_TYPE(judge, judge_type) || !Py_IS_TYPE(step, step_type))
         Py_RETURN_NONE;
+    int same = unchanged(field_pins); /* (a setting or policy field replaced on its class: Python reads it) */
+    if (same <= 0)
+        return same < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *totals = SLOT(judge, judge_slots[J_TOTALS]), *by_kind = SLOT(judge, judge_slots[J_BY_KIND]);
     if (totals == NULL || !Py_IS_TYPE(totals, totals_type) || SLOT(judge, judge_slots[J_OWN]) != Py_None ||
         by_kind == NULL || !PyDict_CheckExact(by_kind))
@@ -907,8 +911,16 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         probe_types[at] = Py_NewRef(PyTuple_GET_ITEM(types, at));
     /* Each setting is loaded from its slot where the probe's class keeps it in one of its own. */
     const char *setting_names[PROBES] = {NULL, NULL, "_threshold", "_repeats", "_threshold", "_threshold", "_limits"};
-    for (int at = 0; at < PROBES; at++)
+    PyObject *fields = PyList_New(0);
+    if (fields == NULL)
+        return NULL;
+    for (int at = 0; at < PROBES; at++) {
         setting_slots[at] = setting_names[at] == NULL ? -1 : slot_offset((PyTypeObject *)probe_types[at], setting_names[at]);
+        if (add_slot_pins(fields, probe_types[at], &setting_names[at], &setting_slots[at], 1) < 0) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+    }
     const int budget_slots[] = {TOT_STEPS, TOT_TOKENS, TOT_COST_USD, TOT_MODEL_CALLS};
     for (size_t at = 0; at < sizeof budget_slots / sizeof budget_slots[0]; at++)
         if ((budget_totals[budget_slots[at]] = PyUnicode_InternFromString(totals_slot_names[budget_slots[at]])) == NULL)
@@ -921,6 +933,14 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     policy_type = (PyTypeObject *)Py_NewRef(args[14]);
     policy_prices_slot = slot_offset(policy_type, "prices");
     policy_finish_tool_slot = slot_offset(policy_type, "finish_tool");
+    const char *policy_names[2] = {"prices", "finish_tool"};
+    const Py_ssize_t policy_found[2] = {policy_prices_slot, policy_finish_tool_slot};
+    int pinned = add_slot_pins(fields, (PyObject *)policy_type, policy_names, policy_found, 2) < 0 ? -1 : 0;
+    if (pinned == 0 && (field_pins = PyList_AsTuple(fields)) == NULL)
+        pinned = -1;
+    Py_DECREF(fields);
+    if (pinned < 0)
+        return NULL;
     price_table_type = (PyTypeObject *)Py_NewRef(args[15]);
     Py_RETURN_NONE;
 }

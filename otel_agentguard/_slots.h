@@ -92,6 +92,31 @@ find_fields(PyObject *type, const char *const *names, int count, Py_ssize_t *fou
     return 0;
 }
 
+/* Pins of the slots `names` of `type` (its own member descriptors), appended to `list`: a slot
+ * loaded at its offset stands for getattr only while the class holds that descriptor (a property
+ * or a value set on the class in its place is what getattr would read). Names with no offset in
+ * `found` (-1: read by name) are skipped. 0, or -1 with an error. */
+static inline int
+add_slot_pins(PyObject *list, PyObject *type, const char *const *names, const Py_ssize_t *found, int count)
+{
+    for (int at = 0; at < count; at++) {
+        if (found[at] < 0)
+            continue;
+        PyObject *name = PyUnicode_InternFromString(names[at]);
+        PyObject *descriptor = name == NULL ? NULL : PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, name);
+        PyObject *pin = descriptor == NULL ? NULL : PyTuple_Pack(3, type, name, descriptor);
+        Py_XDECREF(name);
+        int added = pin == NULL ? -1 : PyList_Append(list, pin);
+        Py_XDECREF(pin);
+        if (added < 0) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "configure: no slot %s", names[at]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* getattr(object, name), for an object of the class whose slot `name` is at `offset`: the slot's
  * value (a new reference), or, where it is unset, getattr's AttributeError. */
 static inline PyObject *
@@ -125,7 +150,7 @@ pins(PyObject *given)
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
 #define PINS_BY_VERSION 1
 #define MAX_PIN_SETS 16
-#define MAX_PIN_DICTS 12
+#define MAX_PIN_DICTS 16
 
 typedef struct {
     PyObject *pins;                  /* a strong reference: its address names no other tuple */

@@ -62,6 +62,7 @@ static PyObject *a_verdict, *a_operation, *a_session_id, *a_nested_step, *a_sequ
     *status_error, *a_response_id;
 static PyObject *requested_call_attributes;             /* a model span with any of them names its calls */
 static PyObject *start_pins, *end_pins; /* (namespace, name, function) the paths stand for or call round */
+static PyObject *field_pins; /* the slots loaded at their offsets: (class, name, member descriptor) */
 static PyObject *session_attributes, *session_baggage; /* tuples of str, most specific first */
 static PyObject *kind_of_operation;                    /* operation name -> step kind */
 static PyObject *k_session, *k_baggage, *k_span;       /* the context's keys */
@@ -306,8 +307,11 @@ call_method(PyObject *object, PyObject *name)
 static int
 observing(PyObject *processor)
 {
-    if (processor_type == NULL || !Py_IS_TYPE(processor, processor_type))
+    if (processor_type == NULL || field_pins == NULL || !Py_IS_TYPE(processor, processor_type))
         return 0;
+    int same = unchanged(field_pins); /* (every path asks this first) */
+    if (same <= 0)
+        return same;
     PyObject *enforcement = field_at(processor, processor_slots[P_ENFORCEMENT], s_enforcement);
     int none = enforcement == Py_None;
     Py_XDECREF(enforcement);
@@ -1280,8 +1284,21 @@ configure(PyObject *module, PyObject *given)
         PyErr_SetString(PyExc_RuntimeError, "configure: the span paths are configured once");
         return NULL;
     }
-    if ((span_types = PyDict_New()) == NULL)
+    PyObject *fields = PyList_New(0);
+    if (fields == NULL || add_slot_pins(fields, types[0], processor_slot_names, found_processor, PROCESSOR_SLOTS) < 0 ||
+        add_slot_pins(fields, types[1], sessions_slot_names, found_sessions, SESSIONS_SLOTS) < 0 ||
+        add_slot_pins(fields, types[2], store_slot_names, found_store, STORE_SLOTS) < 0) {
+        Py_XDECREF(fields);
         return NULL;
+    }
+    PyObject *fields_pinned = PyList_AsTuple(fields);
+    Py_DECREF(fields);
+    if (fields_pinned == NULL)
+        return NULL;
+    if ((span_types = PyDict_New()) == NULL) {
+        Py_DECREF(fields_pinned);
+        return NULL;
+    }
     for (int at = 0; at < TYPES; at++)
         *type_fields[at] = (PyTypeObject *)Py_NewRef(types[at]);
     for (int at = 0; at < OBJECTS; at++)
@@ -1292,6 +1309,7 @@ configure(PyObject *module, PyObject *given)
     memcpy(processor_slots, found_processor, sizeof processor_slots);
     memcpy(sessions_slots, found_sessions, sizeof sessions_slots);
     memcpy(store_slots, found_store, sizeof store_slots);
+    field_pins = fields_pinned;
     counter_last_slot = last;
     session_context_id_slot = session_id;
     PyObject **name_fields[6] = {&a_verdict, &a_operation, &a_session_id, &a_nested_step, &a_sequence,

@@ -28,7 +28,7 @@ from otel_agentguard.claims import WRITE
 from otel_agentguard.judge import SessionJudge
 from otel_agentguard.policy import Policy, Profile, parse_policy
 from otel_agentguard.pricing import Price, PriceTable
-from otel_agentguard.probes import SessionTotals
+from otel_agentguard.probes import SessionTotals, tool_loop
 from otel_agentguard.repetition import summarize
 from otel_agentguard.steps import MODEL, TOOL, Step
 
@@ -306,6 +306,19 @@ def test_a_price_table_or_policy_of_the_users_is_left_to_python():
     assert judge.observe(model_step) == [] and judge.totals.cost_usd == 1.0
     assert COMPILED.observe(SessionJudge("s", OwnPolicy()), _tool(1)) is None
     assert COMPILED.observe(SessionJudge("s", DEFAULT), dataclasses.replace(model_step, model=b"gpt")) is None
+
+
+def test_a_setting_or_policy_field_replaced_on_its_class_is_left_to_python(monkeypatch):
+    # The policy's prices and finish tool and the probes' settings are slots the pass loads at their
+    # offsets: replaced on the class (a value, a property), getattr reads the replacement, so Python does.
+    judge = SessionJudge("s", DEFAULT)
+    assert COMPILED.observe(judge, _tool(1)) is not None
+    for owner, name, value in ((Policy, "finish_tool", "lookup"), (Policy, "prices", DEFAULT.prices),
+                               (tool_loop.ToolLoop, "_threshold", 2)):
+        monkeypatch.setattr(owner, name, value)
+        assert COMPILED.observe(judge, _tool(2)) is None, name
+        monkeypatch.undo()
+    assert COMPILED.observe(judge, _tool(2)) is not None
 
 
 def test_an_error_of_the_price_table_is_the_python_pass_error():

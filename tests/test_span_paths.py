@@ -587,6 +587,32 @@ def test_pins_found_unchanged_are_checked_again_after_any_change_to_their_namesp
     run.provider.shutdown()
 
 
+def test_a_field_replaced_on_its_class_sends_spans_to_python(monkeypatch):
+    """The processor's, its live sessions' and their store's fields are slots loaded at their
+    offsets, which stands for getattr only while the class holds the slot: a property or a value
+    set on the class in its place is what Python reads, so the compiled paths step aside."""
+    run = Run()
+    agent, context = _session(run, "e15")
+
+    def starts() -> bool:
+        span = _tool_span(run.tracer, context)
+        try:
+            return COMPILED(run.processor, span, {A.GEN_AI_OPERATION_NAME: "chat"}, context)  # type: ignore[no-any-return]
+        finally:
+            span.end()
+
+    assert starts() is True
+    for owner, name in ((AgentGuardSpanProcessor, "_enforcement"), (AgentGuardSpanProcessor, "_sessions"),
+                        (LiveSessions, "store"), (SessionStore, "_entries")):
+        slot = vars(owner)[name]
+        monkeypatch.setattr(owner, name, property(slot.__get__, slot.__set__))  # reads the same slot, as Python
+        assert starts() is False, name
+        monkeypatch.undo()
+        assert starts() is True, name
+    agent.end()
+    run.provider.shutdown()
+
+
 def _calls_named_by_a_model(compiled: bool) -> list[tuple[Any, ...]]:
     with paths(compiled):
         run = Run()
