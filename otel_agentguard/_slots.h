@@ -66,21 +66,9 @@ slots_only(PyObject *type)
            ((PyTypeObject *)type)->tp_dictoffset == 0 && ((PyTypeObject *)type)->tp_new == PyBaseObject_Type.tp_new;
 }
 
-/* The offsets of the slots `names` of `type` into `found`: 0, or -1 if the class is not one of
- * slots only or any of them is not a plain object slot of its own. */
-static inline int
-find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
-{
-    if (!slots_only(type))
-        return -1;
-    for (int at = 0; at < count; at++)
-        if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
-            return -1;
-    return 0;
-}
-
-/* The offsets of the slots `names` of `type` into `found`, as find_slots() finds them, for a class
- * that may also keep a __dict__ (a slot's descriptor comes before it): 0, or -1. */
+/* The offsets of the slots `names` of `type` into `found`, for a class that may also keep a
+ * __dict__ (a slot's descriptor comes before it): 0, or -1 if any of them is not a plain object
+ * slot of its own. */
 static inline int
 find_fields(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
 {
@@ -90,6 +78,14 @@ find_fields(PyObject *type, const char *const *names, int count, Py_ssize_t *fou
         if ((found[at] = slot_offset((PyTypeObject *)type, names[at])) < 0)
             return -1;
     return 0;
+}
+
+/* The offsets of the slots `names` of `type` into `found`: 0, or -1 if the class is not one of
+ * slots only or any of them is not a plain object slot of its own. */
+static inline int
+find_slots(PyObject *type, const char *const *names, int count, Py_ssize_t *found)
+{
+    return slots_only(type) ? find_fields(type, names, count, found) : -1;
 }
 
 /* Pins of the slots `names` of `type` (its own member descriptors), appended to `list`: a slot

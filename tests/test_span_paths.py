@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -561,18 +562,21 @@ def test_a_replaced_function_the_paths_stand_for_sends_spans_to_python(monkeypat
     run.provider.shutdown()
 
 
+def _compiled_start_of_a_tool_span(run: Run, context: Context) -> bool:
+    """Whether the compiled start does a new tool span's start (False: Python does)."""
+    span = _tool_span(run.tracer, context)
+    try:
+        return COMPILED(run.processor, span, {A.GEN_AI_OPERATION_NAME: "chat"}, context)  # type: ignore[no-any-return]
+    finally:
+        span.end()
+
+
 def test_pins_found_unchanged_are_checked_again_after_any_change_to_their_namespaces(monkeypatch):
     """The pins found unchanged are remembered with their namespaces' dict versions: a replacement
     made afterwards, in a module or on a class, and its undoing are each seen at the next span."""
     run = Run()
     agent, context = _session(run, "e14")
-
-    def starts() -> bool:
-        span = _tool_span(run.tracer, context)
-        try:
-            return COMPILED(run.processor, span, {A.GEN_AI_OPERATION_NAME: "chat"}, context)  # type: ignore[no-any-return]
-        finally:
-            span.end()
+    starts = partial(_compiled_start_of_a_tool_span, run, context)
 
     assert starts() is True and starts() is True  # checked, then remembered
     monkeypatch.setattr(processor_module, "_not_pinned", 1, raising=False)  # another name in a pinned module
@@ -593,13 +597,7 @@ def test_a_field_replaced_on_its_class_sends_spans_to_python(monkeypatch):
     set on the class in its place is what Python reads, so the compiled paths step aside."""
     run = Run()
     agent, context = _session(run, "e15")
-
-    def starts() -> bool:
-        span = _tool_span(run.tracer, context)
-        try:
-            return COMPILED(run.processor, span, {A.GEN_AI_OPERATION_NAME: "chat"}, context)  # type: ignore[no-any-return]
-        finally:
-            span.end()
+    starts = partial(_compiled_start_of_a_tool_span, run, context)
 
     assert starts() is True
     for owner, name in ((AgentGuardSpanProcessor, "_enforcement"), (AgentGuardSpanProcessor, "_sessions"),
