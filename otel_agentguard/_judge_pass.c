@@ -233,12 +233,8 @@ readable(PyObject *judge, PyObject *totals, PyObject *step, Reading *r)
     PyObject *policy = SLOT(judge, judge_slots[J_POLICY]), *model = SLOT(step, step_slots[S_MODEL]);
     if (policy == NULL || !Py_IS_TYPE(policy, policy_type) || model == NULL || !none_or_text(model))
         return 0;
-    r->prices = policy_prices_slot >= 0 ? Py_XNewRef(SLOT(policy, policy_prices_slot)) : NULL;
-    r->finish_tool = policy_finish_tool_slot >= 0 ? Py_XNewRef(SLOT(policy, policy_finish_tool_slot)) : NULL;
-    if (r->prices == NULL)
-        r->prices = PyObject_GetAttr(policy, s_prices);
-    if (r->finish_tool == NULL)
-        r->finish_tool = PyObject_GetAttr(policy, s_finish_tool);
+    r->prices = slot_or_getattr(policy, policy_prices_slot, s_prices);
+    r->finish_tool = r->prices == NULL ? NULL : slot_or_getattr(policy, policy_finish_tool_slot, s_finish_tool);
     if (r->prices == NULL || r->finish_tool == NULL || !Py_IS_TYPE(r->prices, price_table_type) ||
         !none_or_text(r->finish_tool)) {
         PyErr_Clear();
@@ -449,20 +445,11 @@ fired(PyObject *totals)
     return small_int(SLOT(totals, totals_slots[TOT_FIRED]), &bits) ? bits : -1;
 }
 
-/* A probe's setting (a new reference, or NULL with any error), from its slot where configure()
- * found one for its class (`which`), else by name. */
-static PyObject *
-setting_of(int which, PyObject *probe, PyObject *name)
-{
-    PyObject *value = setting_slots[which] >= 0 ? SLOT(probe, setting_slots[which]) : NULL;
-    return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(probe, name);
-}
-
 /* An int setting of a probe (a threshold, a window), or -1 when it is anything else. */
 static long long
 setting(int which, PyObject *probe, PyObject *name)
 {
-    PyObject *value = setting_of(which, probe, name);
+    PyObject *value = slot_or_getattr(probe, setting_slots[which], name);
     long long number;
     int found = small_int(value, &number);
     Py_XDECREF(value);
@@ -645,16 +632,16 @@ quiet_error_streak(PyObject *probe, PyObject *totals, const Fresh *f)
 static PyObject *
 total_of(PyObject *totals, PyObject *name)
 {
-    for (int at = 0; at < TOTALS_SLOTS; at++)
-        if (budget_totals[at] == name && SLOT(totals, totals_slots[at]) != NULL)
-            return Py_NewRef(SLOT(totals, totals_slots[at]));
-    return PyObject_GetAttr(totals, name);
+    int at = 0;
+    while (at < TOTALS_SLOTS && budget_totals[at] != name)
+        at++;
+    return slot_or_getattr(totals, at < TOTALS_SLOTS ? totals_slots[at] : -1, name);
 }
 
 static int
 quiet_budget(PyObject *probe, PyObject *totals, PyObject *step)
 {
-    PyObject *limits = setting_of(BUDGET, probe, s_limits);
+    PyObject *limits = slot_or_getattr(probe, setting_slots[BUDGET], s_limits);
     if (limits == NULL || !PyTuple_CheckExact(limits)) {
         Py_XDECREF(limits);
         PyErr_Clear();

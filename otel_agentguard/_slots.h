@@ -113,12 +113,13 @@ add_slot_pins(PyObject *list, PyObject *type, const char *const *names, const Py
     return 0;
 }
 
-/* getattr(object, name), for an object of the class whose slot `name` is at `offset`: the slot's
- * value (a new reference), or, where it is unset, getattr's AttributeError. */
+/* getattr(object, name), for an object of the class whose slot `name` is at `offset` (-1: it
+ * has none, read by name): the slot's value (a new reference), or, where it is unset, what getattr
+ * finds (its AttributeError). */
 static inline PyObject *
 slot_or_getattr(PyObject *object, Py_ssize_t offset, PyObject *name)
 {
-    PyObject *value = SLOT(object, offset);
+    PyObject *value = offset >= 0 ? SLOT(object, offset) : NULL;
     return value != NULL ? Py_NewRef(value) : PyObject_GetAttr(object, name);
 }
 

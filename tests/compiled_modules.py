@@ -52,9 +52,10 @@ def python_code_run(run: Callable[[], T]) -> tuple[T, list[CodeType]]:
         if event == "call":
             ran.append(frame.f_code)
 
+    previous = sys.getprofile()  # a profiler's of the user's, say: put back afterwards
     sys.setprofile(profile)
     try:
         result = run()
     finally:
-        sys.setprofile(None)
+        sys.setprofile(previous)
     return result, ran
