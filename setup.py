@@ -8,7 +8,8 @@ from setuptools import Extension, setup
 # the live guard and replay, the judge's pass over a step, the processor's start and end of
 # a step span and the memory of raw payloads' fingerprints: pure Python without them.
 setup(ext_modules=[
-    Extension("otel_agentguard._plain_check", ["otel_agentguard/_plain_check.c"], optional=True),
+    Extension("otel_agentguard._plain_check", ["otel_agentguard/_plain_check.c"],
+              depends=["otel_agentguard/_json_text_form.h"], optional=True),
     Extension("otel_agentguard.replay._typed_attributes", ["otel_agentguard/replay/_typed_attributes.c"],
               optional=True),
     Extension("otel_agentguard._step_reader", ["otel_agentguard/_step_reader.c"],

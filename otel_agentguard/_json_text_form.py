@@ -64,9 +64,11 @@ def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], t
 
 #: ``fingerprint_of_small_text(raw, special_keys, hash_state, result)``: the fingerprint of the
 #: object or array ``raw`` holds, continuing a copy of ``hash_state``, and whether it is an empty
-#: result (``result``), in one C call: decoded by orjson, checked and written by the compiled check
-#: and writer, hashed. None (the call) where it is not small and plain (form_of_json_text's first
-#: path); None (this) where the package has no compiled code, or orjson is not available().
+#: result (``result``), in one C call: the form written straight from the text where it is strict
+#: JSON the form writes as plain JSON (``_json_text_form.h``), else decoded by orjson, checked and
+#: written by the compiled check and writer; then hashed. None (the call) where it is not small and
+#: plain (form_of_json_text's first path); None (this) where the package has no compiled code, or
+#: orjson is not available().
 fingerprint_of_small_text = _fingerprint_of_small_text()
 
 

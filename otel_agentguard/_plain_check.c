@@ -16,6 +16,9 @@
  * away to be safe (a string holding a NUL; a dict whose keys orjson would have
  * checked), never the reverse: tests compare the forms both paths lead to with
  * the reference walker's.
+ *
+ * A short JSON text's fingerprint (fingerprint_of_text, at the end) writes the form straight from
+ * the text where it can (_json_text_form.h), and decodes it and uses the walk and writer otherwise.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -731,14 +734,52 @@ digest_of(PyObject *state, const Buffer *b, int empty)
     return found;
 }
 
+#include "_json_text_form.h"
+
+PyDoc_STRVAR(text_form_doc,
+"text_form(text, special, entries_left, /)\n"
+"--\n\n"
+"(form, empty) of the JSON object or array ``text``, written from the text itself: its\n"
+"canonical form (UTF-8) and whether it is an empty result; None where the text is not strict\n"
+"JSON whose value the form writes as plain JSON (``special`` keys, more than ``entries_left``\n"
+"values, anything _json_text_form.h refuses): the caller decodes it and writes the form.");
+
+static PyObject *
+text_form(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "text_form() takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t entries_left = PyLong_AsSsize_t(args[2]);
+    if (entries_left == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyUnicode_Check(args[0]) || !PyFrozenSet_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "text_form() takes a str and a frozenset");
+        return NULL;
+    }
+    Buffer b = {NULL, 0, 0, 1};
+    int empty = 0;
+    int status = form_of_text(args[0], args[1], entries_left, &b, &empty);
+    PyObject *found = status == 0 ? Py_BuildValue("(y#O)", b.data, b.length, empty ? Py_True : Py_False)
+                    : status == 1 ? Py_NewRef(Py_None) : NULL;
+    if (status < 0 && !PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(b.data);
+    return found;
+}
+
 PyDoc_STRVAR(fingerprint_doc,
 "fingerprint_of_text(loads, entries_left, text, special, state, result, /)\n"
 "--\n\n"
-"(fingerprint, empty) of the JSON object or array ``text``, decoded by ``loads``: the hex digest\n"
-"of a copy of the hash ``state`` given the value's canonical form (as check() and write() take\n"
-"it, ``entries_left`` values at most), and, for a ``result``, whether the value is empty. None\n"
-"where ``loads`` refuses the text (ValueError) or the value is no small plain container: the\n"
-"caller writes its form.");
+"(fingerprint, empty) of the JSON object or array ``text``: the hex digest of a copy of the hash\n"
+"``state`` given the value's canonical form, and, for a ``result``, whether the value is empty.\n"
+"The form is written from the text itself (text_form) where it can be; else the text is decoded\n"
+"by ``loads`` and the value written as check() and write() take it (``entries_left`` values at\n"
+"most). None where ``loads`` refuses the text (ValueError) or the value is no small plain\n"
+"container: the caller writes its form.");
 
 static PyObject *
 fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -760,23 +801,31 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "fingerprint_of_text(): special must be a frozenset");
         return NULL;
     }
-    PyObject *value = PyObject_CallOneArg(args[0], args[2]);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
-            return NULL;
-        }
-        PyErr_Clear(); /* NaN, lone surrogates, huge numbers, no JSON: the caller's path reads it */
-        Py_RETURN_NONE;
-    }
-    Walk w = {0, entries_left, 0, 0, NULL, 0, 1};
     Buffer b = {NULL, 0, 0, 1};
-    int status = walk(&w, value, 0, special); /* (refuses anything but a container) */
-    if (status == 0) {
-        status = write_value(&b, value, 0);
+    int empty = 0;
+    int status = PyUnicode_Check(args[2]) ? form_of_text(args[2], special, entries_left, &b, &empty) : 1;
+    if (status == 1) { /* refused: decoded, then written from the value */
+        b.length = 0;
+        PyObject *value = PyObject_CallOneArg(args[0], args[2]);
+        if (value == NULL) {
+            PyMem_Free(b.data);
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+                return NULL;
+            }
+            PyErr_Clear(); /* NaN, lone surrogates, huge numbers, no JSON: the caller's path reads it */
+            Py_RETURN_NONE;
+        }
+        Walk w = {0, entries_left, 0, 0, NULL, 0, 1};
+        status = walk(&w, value, 0, special); /* (refuses anything but a container) */
+        if (status == 0) {
+            status = write_value(&b, value, 0);
+        }
+        empty = status == 0 && result && json_empty(value, 0);
+        Py_DECREF(value);
     }
     PyObject *found = NULL;
     if (status == 0) {
-        found = digest_of(args[4], &b, result && json_empty(value, 0));
+        found = digest_of(args[4], &b, result && empty);
     }
     else if (status == 1) {
         found = Py_NewRef(Py_None);
@@ -785,7 +834,6 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_NoMemory();
     }
     PyMem_Free(b.data);
-    Py_DECREF(value);
     return found;
 }
 
@@ -793,6 +841,7 @@ static PyMethodDef methods[] = {
     {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, check_doc},
     {"write", (PyCFunction)(void (*)(void))write_form, METH_FASTCALL, write_doc},
     {"fingerprint_of_text", (PyCFunction)(void (*)(void))fingerprint_of_text, METH_FASTCALL, fingerprint_doc},
+    {"text_form", (PyCFunction)(void (*)(void))text_form, METH_FASTCALL, text_form_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,7 +54,8 @@ static const char *const store_slot_names[STORE_SLOTS] = {"_entries", "_seen", "
 
 /* Set once by configure() and never changed. */
 static PyTypeObject *processor_type, *sessions_type, *store_type, *session_type, *counter_type, *buffer_type,
-    *step_type, *context_type, *session_context_type, *attributes_type, *non_recording_type, *readable_type;
+    *step_type, *context_type, *session_context_type, *attributes_type, *non_recording_type, *readable_type,
+    *span_context_type, *status_type;
 static Py_ssize_t session_slots[SESSION_SLOTS], buffer_slots[BUFFER_SLOTS], step_slots[STEP_SLOTS],
     counter_last_slot, session_context_id_slot, processor_slots[PROCESSOR_SLOTS], sessions_slots[SESSIONS_SLOTS],
     store_slots[STORE_SLOTS];
@@ -74,7 +75,7 @@ static PyObject *step_failed;                          /* the kind of failure re
 static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_lock, *s_clock, *s_attributes,
     *s_dict, *s_parent, *s_max_value_len, *s_immutable, *s_maxlen, *s_acquire, *s_release, *s_move_to_end,
     *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
-    *s_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
+    *s_status_code, *s_own_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
     *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step, *trace_id_format;
 
 #define MAX_SPAN_TYPES 64
@@ -834,7 +835,9 @@ read_step(PyObject *processor, PyObject *sessions, PyObject *span, PyObject *att
             if (kind == tool_kind) {
                 if ((name = PyObject_GetAttr(span, s_name)) != NULL &&
                     (status = PyObject_GetAttr(span, s_status)) != NULL &&
-                    (code = PyObject_GetAttr(status, s_status_code)) != NULL &&
+                    /* (the SDK's Status.status_code property reads _status_code: pinned) */
+                    (code = PyObject_GetAttr(status, Py_IS_TYPE(status, status_type) ? s_own_status_code
+                                                                                   : s_status_code)) != NULL &&
                     (policy = slot_or_getattr(processor, processor_slots[P_POLICY], s_policy)) != NULL &&
                     (payloads = slot_or_getattr(sessions, sessions_slots[SS_PAYLOADS], s_payloads)) != NULL) {
                     PyObject *call[9] = {attrs, session_id, sequence, policy, name, start, end,
@@ -1061,7 +1064,11 @@ is_session_span(PyObject *session, PyObject *span)
         return -1;
     int same = 0;
     if (context != Py_None) {
-        PyObject *span_id = PyObject_GetAttr(context, s_span_id);
+        /* The SDK's SpanContext is a tuple whose span_id property reads item 1 (pinned): read it here,
+         * without the property's Python frame. */
+        PyObject *span_id = Py_IS_TYPE(context, span_context_type) && PyTuple_GET_SIZE(context) > 1
+                                ? Py_NewRef(PyTuple_GET_ITEM(context, 1))
+                                : PyObject_GetAttr(context, s_span_id);
         same = span_id == NULL ? -1
                                : PyObject_RichCompareBool(span_id, SLOT(session, session_slots[LS_SESSION_SPAN_ID]),
                                                           Py_EQ);
@@ -1202,11 +1209,12 @@ texts(PyObject *tuple, Py_ssize_t size)
 
 static const char *const type_names[] = {
     "processor", "sessions", "store", "session", "counter", "buffer", "step", "context", "session_context",
-    "attributes", "non_recording_span", "readable_span",
+    "attributes", "non_recording_span", "readable_span", "span_context", "status",
 };
 static PyTypeObject **const type_fields[] = {
     &processor_type, &sessions_type, &store_type, &session_type, &counter_type, &buffer_type, &step_type,
-    &context_type, &session_context_type, &attributes_type, &non_recording_type, &readable_type,
+    &context_type, &session_context_type, &attributes_type, &non_recording_type, &readable_type, &span_context_type,
+    &status_type,
 };
 #define TYPES ((int)(sizeof type_fields / sizeof type_fields[0]))
 static const char *const object_names[] = {
@@ -1553,7 +1561,7 @@ PyInit__span_paths(void)
     static const char *const interned[] = {
         "_enforcement", "_sessions", "store", "_entries", "_seen", "_lock", "_clock", "_attributes", "_dict",
         "_parent", "max_value_len", "_immutable", "maxlen", "acquire", "release", "move_to_end", "set_attributes",
-        "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "policy",
+        "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "_status_code", "policy",
         "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
         "trace_id", "start_lone_call", "open", "start_step", "032x", "parent_context", "_start_marked",
         "_session_span_ended", "processor.on_start", "processor.on_end",
@@ -1562,7 +1570,7 @@ PyInit__span_paths(void)
         &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
         &s_parent, &s_max_value_len, &s_immutable, &s_maxlen, &s_acquire, &s_release, &s_move_to_end,
         &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
-        &s_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
+        &s_status_code, &s_own_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
         &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &trace_id_format,
         &s_parent_context, &s_start_marked, &s_session_span_ended, &on_start_failed, &on_end_failed,
     };

@@ -42,7 +42,7 @@ from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import NonRecordingSpan, StatusCode
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors, _registry
@@ -424,7 +424,7 @@ def compiled_span_paths_configuration() -> dict[str, Any]:
         "processor": AgentGuardSpanProcessor, "sessions": LiveSessions, "store": SessionStore, "session": LiveSession,
         "counter": live_session.SequenceCounter, "buffer": judge.SequenceBuffer, "step": Step, "context": Context,
         "session_context": SessionContext, "attributes": BoundedAttributes, "non_recording_span": NonRecordingSpan,
-        "readable_span": ReadableSpan,
+        "readable_span": ReadableSpan, "span_context": SpanContext, "status": Status,
         "names": (A.VERDICT, A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.NESTED_STEP, A.SEQUENCE, A.OP_INVOKE_AGENT),
         "session_attributes": SESSION_ATTRIBUTES, "session_baggage": SESSION_BAGGAGE,
         "kind_of_operation": KIND_OF_OPERATION, "tool": TOOL, "status_error": StatusCode.ERROR,
@@ -450,7 +450,9 @@ def compiled_span_paths_configuration() -> dict[str, Any]:
                           (vars(live_sessions), "same_response"), (vars(live_sessions), "records_requested_calls"),
                           (LiveSession, "is_session_span"), (LiveSession, "step_span_ended"),
                           (judge.SequenceBuffer, "push"), (judge.SessionJudge, "observe"), (vars(judge), "_compiled"),
-                          (vars(_internal_errors), "report")),
+                          (vars(_internal_errors), "report"),
+                          # Read at their fields: the span's context's span_id, its status's code.
+                          (SpanContext, "span_id"), (Status, "status_code")),
     }
 
 

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, TraceFlags
 
 from otel_agentguard import _internal_errors, span_stamp
 from otel_agentguard import attributes as A
@@ -557,6 +557,11 @@ def test_a_replaced_function_the_paths_stand_for_sends_spans_to_python(monkeypat
     monkeypatch.setattr(AgentGuardSpanProcessor, "_step", lambda *args: None)
     assert COMPILED_END(run.processor, step._readable_span(), attrs, "e13") is False
     monkeypatch.undo()
+    # The SDK's properties the end reads at their fields instead: the context's span_id, the status's code.
+    for owner, name in ((SpanContext, "span_id"), (Status, "status_code")):
+        monkeypatch.setattr(owner, name, property(vars(owner)[name].fget))  # reads the same, as Python
+        assert COMPILED_END(run.processor, step._readable_span(), attrs, "e13") is False, name
+        monkeypatch.undo()
     step.end()
     agent.end()
     run.provider.shutdown()
