@@ -76,7 +76,8 @@ static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_l
     *s_dict, *s_parent, *s_max_value_len, *s_immutable, *s_maxlen, *s_acquire, *s_release, *s_move_to_end,
     *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
     *s_status_code, *s_own_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
-    *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step, *trace_id_format;
+    *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step, *s_session_span,
+    *s_attach_span, *trace_id_format;
 
 #define MAX_SPAN_TYPES 64
 
@@ -672,6 +673,62 @@ done:
     return result; /* Py_True or Py_False, borrowed (they never go), or NULL */
 }
 
+/* A session span (invoke_agent naming its session) starting, no step itself: its session opened by
+ * LiveSessions.open, the span attached to it unless it has one already, the session id stamped, as
+ * the Python method does. True when started; False, with nothing changed, for Python to start it (a
+ * duplicate's mark, an unusual start time or stamp): borrowed; NULL with an error. */
+static PyObject *
+start_session_span(PyObject *processor, PyObject *span, PyObject *attrs, PyObject *session_id,
+                   PyObject *given_context)
+{
+    PyObject *nested = lookup(attrs, a_nested_step), *stamped = nested == NULL ? lookup(attrs, a_session_id) : NULL;
+    int stamp_id = 1;
+    if (nested != NULL || PyErr_Occurred() || (stamped != NULL && !is_text(stamped)))
+        return PyErr_Occurred() ? NULL : Py_False; /* (a False mark too: Python reads it as it does) */
+    if (stamped != NULL && (stamp_id = PyUnicode_Compare(stamped, session_id)) == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *start = NULL, *context = NULL, *sessions = NULL, *session = NULL, *attached = NULL;
+    PyObject *result = Py_False;
+    if ((start = field(span, s_start_time)) == NULL || !PyLong_CheckExact(start) || !PyObject_IsTrue(start) ||
+        (context = field(span, s_context)) == NULL || !Py_IS_TYPE(context, span_context_type) ||
+        PyTuple_GET_SIZE(context) < 2 || !Py_IS_TYPE(processor, processor_type) ||
+        (sessions = field_at(processor, processor_slots[P_SESSIONS], s_sessions)) == NULL ||
+        !Py_IS_TYPE(sessions, sessions_type))
+        goto done;
+    /* Decided: from here on, the Python method's calls. */
+    result = NULL;
+    session = PyObject_CallMethodObjArgs(sessions, s_open, session_id, attrs, given_context, start, Py_False, NULL);
+    if (session == NULL)
+        goto done;
+    if (Py_IS_TYPE(session, session_type) && SLOT(session, session_slots[LS_SESSION_SPAN]) != NULL &&
+        SLOT(session, session_slots[LS_SESSION_SPAN_ID]) != NULL) { /* LiveSession.attach_span, pinned */
+        if (SLOT(session, session_slots[LS_SESSION_SPAN]) == Py_None) {
+            Py_SETREF(SLOT(session, session_slots[LS_SESSION_SPAN]), Py_NewRef(span));
+            Py_SETREF(SLOT(session, session_slots[LS_SESSION_SPAN_ID]), Py_NewRef(PyTuple_GET_ITEM(context, 1)));
+        }
+    }
+    else { /* a session of another class: its own fields and method */
+        attached = PyObject_GetAttr(session, s_session_span);
+        if (attached == NULL)
+            goto done;
+        if (attached == Py_None) {
+            Py_SETREF(attached, PyObject_CallMethodOneArg(session, s_attach_span, span));
+            if (attached == NULL)
+                goto done;
+        }
+    }
+    result = stamp(span, stamp_id ? session_id : NULL, NULL) < 0 ? NULL : Py_True;
+done:
+    if (result == Py_False && PyErr_Occurred())
+        result = NULL;
+    Py_XDECREF(start);
+    Py_XDECREF(context);
+    Py_XDECREF(sessions);
+    Py_XDECREF(session);
+    Py_XDECREF(attached);
+    return result; /* Py_True or Py_False, borrowed (they never go), or NULL */
+}
+
 /* start_marked(processor, span, attrs, parent_context): True when the span's start is done; False,
  * with nothing changed, for the Python method to do it. */
 static PyObject *
@@ -710,8 +767,8 @@ start_marked(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int invoke_agent = PyUnicode_Compare(operation, op_invoke_agent);
         if (invoke_agent == -1 && PyErr_Occurred())
             return NULL;
-        if (invoke_agent == 0)
-            Py_RETURN_FALSE; /* a session span, which its session attaches */
+        if (invoke_agent == 0) /* a session span, which its session attaches */
+            return Py_XNewRef(kind == NULL ? start_session_span(processor, span, attrs, named, args[3]) : Py_False);
     }
     /* Held from here: the calls below may run any code. */
     PyObject *context = Py_NewRef(args[3]), *session_id = Py_XNewRef(named), *session = NULL, *sequence = NULL;
@@ -1561,17 +1618,19 @@ PyInit__span_paths(void)
     static const char *const interned[] = {
         "_enforcement", "_sessions", "store", "_entries", "_seen", "_lock", "_clock", "_attributes", "_dict",
         "_parent", "max_value_len", "_immutable", "maxlen", "acquire", "release", "move_to_end", "set_attributes",
-        "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "_status_code", "policy",
-        "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
-        "trace_id", "start_lone_call", "open", "start_step", "032x", "parent_context", "_start_marked",
+        "lone", "_context", "span_id", "_name", "_start_time", "_end_time", "_status", "status_code", "_status_code",
+        "policy", "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
+        "trace_id", "start_lone_call", "open", "start_step", "session_span", "attach_span", "032x", "parent_context",
+        "_start_marked",
         "_session_span_ended", "processor.on_start", "processor.on_end",
     };
     PyObject **fields[] = {
         &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
         &s_parent, &s_max_value_len, &s_immutable, &s_maxlen, &s_acquire, &s_release, &s_move_to_end,
         &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
-        &s_status_code, &s_own_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged, &s_trace_over, &s_push,
-        &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &trace_id_format,
+        &s_status_code, &s_own_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged,
+        &s_trace_over, &s_push, &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &s_session_span,
+        &s_attach_span, &trace_id_format,
         &s_parent_context, &s_start_marked, &s_session_span_ended, &on_start_failed, &on_end_failed,
     };
     for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)

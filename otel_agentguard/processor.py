@@ -361,7 +361,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         stamps the verdict on the span while it can still take attributes."""
         try:
             session_id = span_attributes(span).get(A.SESSION_ID)
-            session = self._sessions.get(session_id) if session_id else None
+            session = self._sessions.peek(session_id) if session_id else None  # (ending: no activity to count)
             if session is None or session.session_span is not span:
                 return None
             return self._sessions.close(session, error=error)
@@ -442,7 +442,8 @@ def compiled_span_paths_configuration() -> dict[str, Any]:
                             (globals(), "session_in_context"), (globals(), "enclosing_step"),
                             (globals(), "stamp_starting"), (vars(session_resolution), "current_context"),
                             (LiveSessions, "open"), (SessionStore, "get"), (LiveSession, "start_step"),
-                            (vars(trace), "format_trace_id")),
+                            (LiveSession, "attach_span"), (vars(trace), "format_trace_id"),
+                            (SpanContext, "span_id")),
         "end_pins": _pins((AgentGuardSpanProcessor, "_session_span_ended"), (AgentGuardSpanProcessor, "_ended_in"),
                           (AgentGuardSpanProcessor, "_step"), (globals(), "step_from_attributes"),
                           (vars(steps), "_compiled"), (LiveSessions, "peek"), (LiveSessions, "step_ended"),

@@ -290,7 +290,7 @@ def test_steps_of_a_live_session_are_started_in_c_and_numbered_in_order():
         for step in steps:
             step.end()
         agent.end()
-    assert python == ["agent"]  # the session span, which its session attaches
+    assert python == []  # the session span too: its session opened, the span attached to it
     assert [span.attributes[A.SEQUENCE] for span in steps] == [1, 2, 3, 4]
     assert {span.attributes[A.SESSION_ID] for span in steps} == {"s1"}
     assert list(steps[0].attributes)[-2:] == [A.SESSION_ID, A.SEQUENCE]  # written in the Python order
@@ -365,7 +365,9 @@ def test_what_needs_python_is_left_to_it():
     with left_to_python("_compiled_start") as python:
         _tool(run, Context(), "lone call").end()  # no session anywhere: its trace stands in (started in C)
         _tool(run, trace.set_span_in_context(run.tracer.start_span("plain")), "implicit").end()  # not the root
-        agent, context = _session(run, "s2")
+        agent, context = _session(run, "s2")  # a session span: its session opened and attached in C
+        run.tracer.start_span("marked agent", context=context, attributes={  # a duplicate's mark: Python
+            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.GEN_AI_CONVERSATION_ID: "s2", A.NESTED_STEP: True}).end()
         first = _tool(run, context, "outer")
         _tool(run, trace.set_span_in_context(first, context), "duplicate").end()  # a tool inside the same tool
         _tool(run, baggage.set_baggage("session.id", "fresh"), "new session").end()
@@ -373,7 +375,8 @@ def test_what_needs_python_is_left_to_it():
         first.end()
         agent.end()
     run.provider.shutdown()
-    assert python == ["implicit", "agent", "duplicate", "new session", "odd id"]
+    assert python == ["implicit", "marked agent", "duplicate", "new session", "odd id"]
+    assert run.processor._sessions.peek("s2") is None  # ended with its span, which it was attached to
 
 
 @pytest.mark.parametrize("how", ["enforce", "subclass"])
@@ -396,7 +399,7 @@ def test_a_span_with_attribute_limits_is_stamped_through_the_sdk():
         step = _tool(run, context, "step")  # 2 attributes of its own and 2 stamps: the oldest is dropped
         step.end()
         agent.end()
-    assert python == ["agent"]
+    assert python == []
     assert dict(step.attributes) == {A.GEN_AI_TOOL_NAME: "lookup", A.SESSION_ID: "s4", A.SEQUENCE: 1}
     assert step.dropped_attributes == 1
 
@@ -587,7 +590,7 @@ def test_pins_found_unchanged_are_checked_again_after_any_change_to_their_namesp
     monkeypatch.setattr(processor_module, "_not_pinned", 1, raising=False)  # another name in a pinned module
     assert starts() is True
     for namespace, name in ((processor_module, "enclosing_step"), (LiveSessions, "open"), (SessionStore, "get"),
-                            (LiveSession, "start_step")):
+                            (LiveSession, "start_step"), (LiveSession, "attach_span"), (SpanContext, "span_id")):
         monkeypatch.setattr(namespace, name, lambda *args: None)
         assert starts() is False, name
         monkeypatch.undo()
