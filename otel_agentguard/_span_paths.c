@@ -1397,6 +1397,7 @@ configure(PyObject *module, PyObject *given)
 
 static PyObject *python_on_start, *python_on_end;      /* the Python methods */
 static PyObject *markers;                              /* tuple of str: attributes that may make a step */
+static PyObject *marker_set;                           /* the same, a frozenset */
 static PyObject *session_in_context_function;          /* session_resolution.session_in_context */
 static PyObject *start_hook_pins, *end_hook_pins;      /* what each stands for or calls round */
 static PyObject *s_parent_context, *s_start_marked, *s_session_span_ended, *on_start_failed, *on_end_failed;
@@ -1423,10 +1424,22 @@ contained(PyObject *kind)
     Py_RETURN_NONE;
 }
 
-/* Whether the span's attributes hold any of the markers: 1, 0, or -1 with an error. */
+/* Whether the span's attributes hold any of the markers: 1, 0, or -1 with an error. The smaller side
+ * is read (as frozenset.isdisjoint reads a dict's keys): most spans have fewer attributes at their
+ * start than there are markers, and a step's marker (its operation's name) comes first. */
 static int
 marked(PyObject *attrs)
 {
+    if (PyDict_GET_SIZE(attrs) < PyTuple_GET_SIZE(markers)) {
+        Py_ssize_t position = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(attrs, &position, &key, &value)) { /* (a set lookup runs no code for a str key) */
+            int found = PySet_Contains(marker_set, key);
+            if (found)
+                return found;
+        }
+        return 0;
+    }
     for (Py_ssize_t at = 0; at < PyTuple_GET_SIZE(markers); at++) {
         int found = PyDict_Contains(attrs, PyTuple_GET_ITEM(markers, at));
         if (found)
@@ -1579,6 +1592,10 @@ hooks(PyObject *module, PyObject *given)
         return NULL;
     PyObject **fields[] = {&python_on_start, &python_on_end, &markers, &session_in_context_function,
                            &start_hook_pins, &end_hook_pins};
+    if ((marker_set = PyFrozenSet_New(found[2])) == NULL) {
+        Py_DECREF(both);
+        return NULL;
+    }
     for (int at = 0; at < 6; at++)
         *fields[at] = Py_NewRef(found[at]);
     return both;

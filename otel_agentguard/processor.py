@@ -489,7 +489,9 @@ def _compiled_hooks(span_paths: ModuleType) -> tuple[Any, Any]:
     class in observe mode, and call those, with the same arguments, for anything else."""
     return span_paths.hooks({  # type: ignore[no-any-return]
         "on_start": _python_on_start, "on_end": _python_on_end,
-        "markers": tuple(sorted(_MARKERS)), "session_in_context": session_in_context,
+        # (A step's marker first: its operation's name.)
+        "markers": (A.GEN_AI_OPERATION_NAME, *sorted(_MARKERS - {A.GEN_AI_OPERATION_NAME})),
+        "session_in_context": session_in_context,
         # As for the span paths: where one of these is replaced, the Python methods run.
         "start_pins": _pins((globals(), "_compiled_start"), (globals(), "current_context"),
                             (globals(), "session_in_context"), (globals(), "stamp_starting"),

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event
 from opentelemetry.sdk.trace import Span as SDKSpan
 from opentelemetry.util.types import AttributeValue
 
@@ -37,6 +38,9 @@ def _layout_known() -> bool:
 
 
 _DIRECT = _layout_known()
+# Events too: the SDK's span adds one through _add_event (which takes its lock and checks its end).
+_DIRECT_EVENTS = _DIRECT and callable(getattr(SDKSpan, "_add_event", None))
+_SDK_ADD_EVENT = SDKSpan.add_event  # a subclass with its own (to redact, say) is written through it
 _sdk_span_types: dict[type, bool] = {}  # span classes seen: the SDK's (its tracer makes a subclass) or not
 
 
@@ -124,3 +128,35 @@ def stamp(span: Any, attributes: dict[str, Any]) -> None:
                 store._dict.update(attributes)  # type: ignore[union-attr]  # _writable checked its type
                 return
     span.set_attributes(attributes)
+
+
+def _event_values_as_is(values: Iterable[Any]) -> bool:
+    """Whether the SDK would store each event value as it is: an exact scalar, or a tuple of exact
+    scalars (which it copies into an equal tuple)."""
+    for value in values:
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is not tuple:
+            return False
+        for item in value:  # evidence: a few sequence numbers
+            if type(item) not in _SCALARS:
+                return False
+    return True
+
+
+def add_event(span: Any, name: str, attributes: dict[str, Any]) -> None:
+    """An event of the guard's ``attributes`` (scalars, tuples of scalars) on ``span``: on the SDK's
+    span with no attribute length limit, stored as its ``add_event`` stores them, without passing
+    each value through its generic cleaner (most of what an alert's event cost); on any other span,
+    or past the event's attribute count limit, through the public API."""
+    limits = (getattr(span, "_limits", None)
+              if _DIRECT_EVENTS and _sdk_span(span) and type(span).add_event is _SDK_ADD_EVENT else None)
+    if limits is not None and limits.max_attribute_length is None and _event_values_as_is(attributes.values()):
+        most = limits.max_event_attributes
+        if most is None or len(attributes) <= most:
+            store = BoundedAttributes(most, None, immutable=True)
+            store._dict.update(attributes)  # (immutable: to the public API, as the SDK's own are)
+            span._add_event(Event(name, store))
+            return
+    span.add_event(name, attributes)

@@ -19,7 +19,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_session import LiveSession
 from otel_agentguard.probes import Alert, SessionTotals
-from otel_agentguard.span_stamp import stamp
+from otel_agentguard.span_stamp import add_event, stamp
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     """The attributes of an alert's ``agentguard.stall`` event."""
     attributes: dict[str, Any] = {
         A.PROBE: alert.probe,
-        A.EVIDENCE: list(alert.evidence),
+        A.EVIDENCE: tuple(alert.evidence),
         A.DETAIL: alert.detail,
         A.DISPOSAL: alert.disposal,
         A.SEQUENCE: alert.sequence,
@@ -39,7 +39,7 @@ def alert_attributes(alert: Alert) -> dict[str, Any]:
     if alert.budget_kind:
         attributes[A.BUDGET_KIND] = alert.budget_kind
     if alert.offsets is not None:
-        attributes[A.REPETITION_OFFSETS] = list(alert.offsets)
+        attributes[A.REPETITION_OFFSETS] = tuple(alert.offsets)
     return attributes
 
 
@@ -49,7 +49,7 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
     span = session.session_span
     if span is not None and span.is_recording():
         for alert in alerts:
-            span.add_event(A.STALL_EVENT, alert_attributes(alert))
+            add_event(span, A.STALL_EVENT, alert_attributes(alert))
     else:
         session.pending_alerts += tuple(alerts)
 
@@ -87,7 +87,7 @@ class VerdictWriter:
     def on_session_span(self, span: Any, verdict: Verdict, alerts: list[Alert]) -> None:
         """The last alerts and the verdict on the still-open session span (under the session's lock)."""
         for alert in alerts:
-            span.add_event(A.STALL_EVENT, alert_attributes(alert))
+            add_event(span, A.STALL_EVENT, alert_attributes(alert))
         stamp(span, self.attributes(verdict))
 
     def verdict_span(self, session_id: str, last_context: SpanContext | None, verdict: Verdict,
@@ -108,5 +108,5 @@ class VerdictWriter:
         attributes = {A.VERDICT: True, A.SESSION_ID: session_id, **self.attributes(verdict)}
         span = self._tracer.start_span(VERDICT_SPAN_NAME, context=parent, attributes=attributes)
         for alert in alerts:
-            span.add_event(A.STALL_EVENT, alert_attributes(alert))
+            add_event(span, A.STALL_EVENT, alert_attributes(alert))
         span.end()

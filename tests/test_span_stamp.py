@@ -244,3 +244,64 @@ def test_a_span_that_has_ended_is_written_through_the_sdk_even_where_its_attribu
     span.end()
     (finished,) = exporter.get_finished_spans()
     assert "agentguard.stop_reason" not in (finished.attributes or {})
+
+
+# --- events ----------------------------------------------------------------------------------------
+
+ALERT_EVENTS = [
+    {"agentguard.probe": "tool_loop", "agentguard.evidence": (3, 4, 5), "agentguard.detail": "same call 3 times",
+     "agentguard.disposal": "observed", "agentguard.sequence": 5},
+    {"agentguard.probe": "budget_exceeded", "agentguard.evidence": (), "agentguard.detail": "steps 12 > 10",
+     "agentguard.disposal": "stop", "agentguard.sequence": 12, "agentguard.budget.kind": "steps",
+     "agentguard.repetition.offsets": (0, 40), "agentguard.ratio": 0.5, "agentguard.flag": False},
+]
+
+
+def _exported_events(add: Any, limits: SpanLimits | None = None, end_first: bool = False) -> list[Any]:
+    tracer, exporter = _tracing(limits)
+    span = tracer.start_span("agent")
+    if end_first:
+        span.end()
+    for attributes in ALERT_EVENTS:
+        add(span, "agentguard.stall", attributes)
+    if not end_first:
+        span.end()
+    (finished,) = exporter.get_finished_spans()
+    return [(event.name, dict(event.attributes or {}), event.dropped_attributes,
+             {key: type(value) for key, value in (event.attributes or {}).items()}) for event in finished.events]
+
+
+def _event_through_the_sdk(span: Any, name: str, attributes: dict[str, Any]) -> None:
+    span.add_event(name, attributes)
+
+
+@pytest.mark.parametrize("limits", [None, SpanLimits(max_event_attributes=3), SpanLimits(max_attribute_length=4)])
+def test_events_are_exported_as_add_event_writes_them(limits: SpanLimits | None) -> None:
+    assert span_stamp._DIRECT_EVENTS  # this SDK's layout is the one the fast path knows
+    direct = _exported_events(span_stamp.add_event, limits)
+    assert direct == _exported_events(_event_through_the_sdk, limits)
+    assert len(direct) == 2
+    if limits is None:
+        assert direct[0][1]["agentguard.evidence"] == (3, 4, 5) and direct[0][2] == 0
+
+
+def test_an_event_on_an_ended_span_is_dropped_with_the_sdks_warning(caplog: pytest.LogCaptureFixture) -> None:
+    assert _exported_events(span_stamp.add_event, end_first=True) == []
+    assert "ended span" in caplog.text
+
+
+def test_events_the_sdk_would_convert_or_a_span_of_another_class_take_the_public_api() -> None:
+    tracer, _ = _tracing()
+    written: list[tuple[str, Any]] = []
+
+    class Redacting(type(tracer.start_span("probe"))):  # type: ignore[misc]
+        def add_event(self, name: str, attributes: Any = None, timestamp: Any = None) -> None:
+            written.append((name, attributes))
+
+    span = tracer.start_span("agent")
+    span.__class__ = Redacting
+    span_stamp.add_event(span, "agentguard.stall", ALERT_EVENTS[0])
+    assert written == [("agentguard.stall", ALERT_EVENTS[0])]
+    plain = tracer.start_span("agent")
+    span_stamp.add_event(plain, "agentguard.stall", {"agentguard.evidence": [1, 2]})  # a list: the SDK copies it
+    assert plain.events[0].attributes["agentguard.evidence"] == (1, 2)
