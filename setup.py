@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 # a step span and the memory of raw payloads' fingerprints: pure Python without them.
 setup(ext_modules=[
     Extension("otel_agentguard._plain_check", ["otel_agentguard/_plain_check.c"],
-              depends=["otel_agentguard/_json_text_form.h"], optional=True),
+              depends=["otel_agentguard/_json_text_form.h", "otel_agentguard/_keyed_hash.h"], optional=True),
     Extension("otel_agentguard.replay._typed_attributes", ["otel_agentguard/replay/_typed_attributes.c"],
               optional=True),
     Extension("otel_agentguard._step_reader", ["otel_agentguard/_step_reader.c"],

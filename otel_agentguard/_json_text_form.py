@@ -62,8 +62,9 @@ def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], t
     return partial(_plain_json.compiled_fingerprint_of_text, _orjson.loads, _plain_json.SMALL_ENTRIES)
 
 
-#: ``fingerprint_of_small_text(raw, special_keys, hash_state, result)``: the fingerprint of the
-#: object or array ``raw`` holds, continuing a copy of ``hash_state``, and whether it is an empty
+#: ``fingerprint_of_small_text(raw, special_keys, hash_seed, result)``: the fingerprint of the
+#: object or array ``raw`` holds, keyed and prefixed as ``hash_seed`` says (Fingerprinter.hash_seed; a
+#: hashlib state to copy is taken too), and whether it is an empty
 #: result (``result``), in one C call: the form written straight from the text where it is strict
 #: JSON the form writes as plain JSON (``_json_text_form.h``), else decoded by orjson, checked and
 #: written by the compiled check and writer; then hashed. None (the call) where it is not small and

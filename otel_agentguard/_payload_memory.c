@@ -4,7 +4,7 @@
  * Another instrumentation's tool span carries its call's arguments and result as JSON text,
  * which the guard fingerprints once per fingerprinter and text, then remembers. For the usual
  * case these methods do what the Python methods do, with no Python frame: the package's own
- * classes, a text no longer than the memory keeps that opens a JSON object or array, hash states
+ * classes, a text no longer than the memory keeps that opens a JSON object or array, hash seeds
  * built for the current key, and a memory filled under that key with room left. They look the
  * text up and, on a miss, fingerprint it with _json_text_form.fingerprint_of_small_text (one C
  * call: decode, check, write, hash) and remember what it gives.
@@ -34,18 +34,18 @@ static Py_ssize_t max_chars;              /* the longest text remembered */
 static PyObject *python_arguments, *python_result, *method_pins;
 static PyObject *s_key_epoch, *s_keyed_state;
 
-/* Fingerprinter.hash_state(arguments=...) where its states were built for the current key
+/* Fingerprinter.hash_seed(arguments=...) where its states were built for the current key
  * (borrowed); NULL, with no error set, where the Python method would build them first. */
 static PyObject *
-hash_state(PyObject *fingerprinter, int arguments)
+hash_seed(PyObject *fingerprinter, int arguments)
 {
     PyObject *states = SLOT(fingerprinter, fingerprinter_slots[STATES]);
     PyObject *own_key = SLOT(fingerprinter, fingerprinter_slots[KEY]);
-    if (states == NULL || !PyTuple_CheckExact(states) || PyTuple_GET_SIZE(states) != 3 || own_key == NULL)
+    if (states == NULL || !PyTuple_CheckExact(states) || PyTuple_GET_SIZE(states) != 5 || own_key == NULL)
         return NULL;
     /* the process key's state, or none for a fingerprinter of a key of its own */
     PyObject *base = own_key == Py_None ? PyDict_GetItemWithError(fingerprint_globals, s_keyed_state) : Py_None;
-    return base != NULL && PyTuple_GET_ITEM(states, 0) == base ? PyTuple_GET_ITEM(states, arguments ? 2 : 1) : NULL;
+    return base != NULL && PyTuple_GET_ITEM(states, 0) == base ? PyTuple_GET_ITEM(states, arguments ? 4 : 3) : NULL;
 }
 
 /* Fingerprinter.special_keys (borrowed), where it is the frozenset the one-call fingerprint takes. */
@@ -84,7 +84,7 @@ room(PyObject *self, PyObject **memory)
 static PyObject *
 fingerprinted(PyObject *fingerprinter, PyObject *raw, int arguments)
 {
-    PyObject *state = hash_state(fingerprinter, arguments), *special = special_keys(fingerprinter);
+    PyObject *state = hash_seed(fingerprinter, arguments), *special = special_keys(fingerprinter);
     if (state == NULL || special == NULL)
         return NULL;
     PyObject *given[4] = {raw, special, state, arguments ? Py_False : Py_True};

@@ -735,6 +735,39 @@ digest_of(PyObject *state, const Buffer *b, int empty)
 }
 
 #include "_json_text_form.h"
+#include "_keyed_hash.h"
+
+PyDoc_STRVAR(keyed_digest_doc,
+"keyed_digest(seed, message, /)\n"
+"--\n\n"
+"The hex keyed BLAKE2b-128 digest of the seed's prefix and ``message`` (bytes, not empty), keyed\n"
+"with the seed's key: what hashlib.blake2b(prefix + message, key=key, digest_size=16) gives. The\n"
+"seed is bytes: the key's length (one byte, at most 64), the key, the prefix.");
+
+static PyObject *
+keyed_digest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "keyed_digest() takes two bytes objects");
+        return NULL;
+    }
+    return keyed_hex_digest(args[0], PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]));
+}
+
+/* (the seed's hex digest of the form, empty), for a seed given as bytes (_keyed_hash.h); else a
+ * hashlib state's (digest_of). */
+static PyObject *
+fingerprint_of_form(PyObject *state, const Buffer *b, int empty)
+{
+    if (!PyBytes_CheckExact(state))
+        return digest_of(state, b, empty);
+    PyObject *hex = keyed_hex_digest(state, b->data, b->length);
+    if (hex == NULL)
+        return NULL;
+    PyObject *found = PyTuple_Pack(2, hex, empty ? Py_True : Py_False);
+    Py_DECREF(hex);
+    return found;
+}
 
 PyDoc_STRVAR(text_form_doc,
 "text_form(text, special, entries_left, /)\n"
@@ -774,8 +807,9 @@ text_form(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 PyDoc_STRVAR(fingerprint_doc,
 "fingerprint_of_text(loads, entries_left, text, special, state, result, /)\n"
 "--\n\n"
-"(fingerprint, empty) of the JSON object or array ``text``: the hex digest of a copy of the hash\n"
-"``state`` given the value's canonical form, and, for a ``result``, whether the value is empty.\n"
+"(fingerprint, empty) of the JSON object or array ``text``: the hex digest, given the value's\n"
+"canonical form, of a copy of the hashlib ``state`` or of the state a seed (bytes, see keyed_digest)\n"
+"names, and, for a ``result``, whether the value is empty.\n"
 "The form is written from the text itself (text_form) where it can be; else the text is decoded\n"
 "by ``loads`` and the value written as check() and write() take it (``entries_left`` values at\n"
 "most). None where ``loads`` refuses the text (ValueError) or the value is no small plain\n"
@@ -825,7 +859,7 @@ fingerprint_of_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *found = NULL;
     if (status == 0) {
-        found = digest_of(args[4], &b, result && empty);
+        found = fingerprint_of_form(args[4], &b, result && empty);
     }
     else if (status == 1) {
         found = Py_NewRef(Py_None);
@@ -842,6 +876,7 @@ static PyMethodDef methods[] = {
     {"write", (PyCFunction)(void (*)(void))write_form, METH_FASTCALL, write_doc},
     {"fingerprint_of_text", (PyCFunction)(void (*)(void))fingerprint_of_text, METH_FASTCALL, fingerprint_doc},
     {"text_form", (PyCFunction)(void (*)(void))text_form, METH_FASTCALL, text_form_doc},
+    {"keyed_digest", (PyCFunction)(void (*)(void))keyed_digest, METH_FASTCALL, keyed_digest_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -792,17 +792,21 @@ class Fingerprinter:
         self._key = _derive_key(key) if key is not None else None
         # The tool name is part of the call: the same arguments to two tools differ.
         self._prefix = f"{len(tool_name)}:{tool_name}|".encode("utf-8", "surrogatepass")
-        self._states: tuple[Any, Any, Any] | None = None  # (base it was built from, result, arguments)
+        # (base it was built from, result, arguments, and the two as seeds of the compiled keyed hash)
+        self._states: tuple[Any, Any, Any, bytes, bytes] | None = None
 
     def _hash_states(self) -> tuple[Any, Any]:
         base: Any = _process_state() if self._key is None else None  # the process key's state
         states = self._states
         if states is not None and states[0] is base:
             return states[1], states[2]
-        result = base if self._key is None else hashlib.blake2b(key=self._key, digest_size=_DIGEST_BYTES)
+        key = self._key if self._key is not None else fingerprint_key()
+        result = base if self._key is None else hashlib.blake2b(key=key, digest_size=_DIGEST_BYTES)
         arguments = result.copy()
         arguments.update(self._prefix)
-        self._states = (base, result, arguments)
+        # The same two as seeds, for the compiled keyed hash: the key's length, the key, the prefix.
+        seed = bytes((len(key),)) + key
+        self._states = (base, result, arguments, seed, seed + self._prefix)
         return result, arguments
 
     def canonical(self, value: Any) -> str:
@@ -853,6 +857,14 @@ class Fingerprinter:
             return states[2] if arguments else states[1]  # type: ignore[no-any-return]
         result, of_arguments = self._hash_states()
         return of_arguments if arguments else result  # type: ignore[no-any-return]
+
+    def hash_seed(self, *, arguments: bool) -> bytes:
+        """What the compiled keyed hash starts a fingerprint of arguments (else of a result) from: the
+        key's length (one byte), the key and the prefix hash_state has taken in."""
+        self.hash_state(arguments=arguments)  # (built, or rebuilt for a new key)
+        states = self._states
+        assert states is not None
+        return states[4] if arguments else states[3]
 
     def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
         """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""

@@ -74,7 +74,7 @@ def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> 
     if type(raw) is str and raw[:1] in _JSON_CONTAINER_START:
         small = _json_text_form.fingerprint_of_small_text
         if small is not None and len(raw) <= _MAX_REMEMBERED_CHARS:  # most payloads: one C call
-            found = small(raw, fingerprinter.special_keys, fingerprinter.hash_state(arguments=arguments), not arguments)
+            found = small(raw, fingerprinter.special_keys, fingerprinter.hash_seed(arguments=arguments), not arguments)
             if found is not None:
                 return found
         written = (_json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
@@ -121,7 +121,7 @@ def _compiled_methods() -> tuple[Any, Any] | None:
             "pins": ((vars(_json_text_form), "fingerprint_of_small_text", small),
                      (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch),
                      (PayloadFingerprints, "_fingerprint", vars(PayloadFingerprints)["_fingerprint"]),
-                     (Fingerprinter, "hash_state", vars(Fingerprinter)["hash_state"]),
+                     (Fingerprinter, "hash_seed", vars(Fingerprinter)["hash_seed"]),
                      (Fingerprinter, "special_keys", vars(Fingerprinter)["special_keys"]),
                      (fingerprint._Canonicalizer, "special_keys", vars(fingerprint._Canonicalizer)["special_keys"])),
         })

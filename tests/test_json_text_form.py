@@ -163,4 +163,4 @@ def test_the_decoding_path_still_writes_what_the_text_path_refuses() -> None:
     for raw in ('{"a": 1, "a": 2}', '{"a\\"b": [1, "2"], "c": {"d\\\\": null}}'):
         assert text_form(raw, tool.special_keys, ENTRIES) is None
         expected = tool.digest_of_form(reference(raw, tool.special_keys)[0], arguments=True)
-        assert small(raw, tool.special_keys, tool.hash_state(arguments=True), False) == (expected, False), raw
+        assert small(raw, tool.special_keys, tool.hash_seed(arguments=True), False) == (expected, False), raw

@@ -72,7 +72,7 @@ def test_sdist_carries_a_compiled_modules_source_and_the_wheel_its_module_only(b
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert {"setup.py", f"{module}.c", f"{module}.pyi", "otel_agentguard/_slots.h",
-            "otel_agentguard/_json_text_form.h"} <= names
+            "otel_agentguard/_json_text_form.h", "otel_agentguard/_keyed_hash.h"} <= names
     [wheel] = built.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         packaged = [n for n in archive.namelist() if n.startswith(module)]
