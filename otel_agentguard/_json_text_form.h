@@ -19,10 +19,14 @@
  * Infinity, a lone surrogate, a raw control character in a string, a duplicate key (json.loads keeps
  * the last), a key that needs an escape (its bytes would not sort as its text), a noise or unordered
  * key (the form drops the one and sorts the other's list), an integral float from 1e16 up, a
- * number longer than NUMBER_TEXT, nesting at the depth bound and more values than allowed.
+ * number longer than NUMBER_TEXT, nesting at the depth bound, more values than allowed (and than the
+ * walk's budget), an object of more than MAX_MEMBERS members and a text beyond the walk's text budget.
  */
 
 #define MAX_SPECIAL_KEYS 32 /* more noise and unordered keys than this: refused */
+#define MAX_MEMBERS 64      /* an object with more members is refused (they are put in order by insertion) */
+#define MAX_VALUES 50000    /* the walk's value budget (fingerprint._MAX_NODES), whatever the caller allows */
+#define MAX_TEXT (4 << 20)  /* the walk's text budget (fingerprint._MAX_TEXT): a longer text is refused */
 #define SPECIAL_SETS 8      /* the sets of special keys whose UTF-8 is at hand (one per tool contract) */
 
 /* A frozenset of special keys as UTF-8, held (strongly) so that its address names no other set
@@ -427,7 +431,7 @@ read_object(Reader *r, long depth, long dict_depth, int *empty)
         return put(r->out, "}", 1);
     }
     for (;;) {
-        if (PEEK(r) != '"' || --r->values_left < 0) {
+        if (PEEK(r) != '"' || --r->values_left < 0 || count == MAX_MEMBERS) {
             return 1;
         }
         if ((count && put(r->out, ",", 1) < 0) || push_member(r, r->out->length) < 0) {
@@ -533,9 +537,11 @@ read_value(Reader *r, long depth, long dict_depth, int *empty)
 }
 
 /* The special keys as UTF-8, read once per set; NULL (no error set) when the text path cannot honour
- * them: too many, a key that is no str, or one with a lone surrogate. */
+ * them: too many, a key that is no str, or one with a lone surrogate. A set that made way for this
+ * one is handed back in *dropped, for the caller to release once the text is read: releasing it may
+ * run code (a weak reference's callback), which could reuse the slot while the text is read. */
 static const SpecialKeys *
-special_keys(PyObject *special)
+special_keys(PyObject *special, PyObject **dropped)
 {
     for (int i = 0; i < SPECIAL_SETS; i++) {
         if (special_sets[i].set == special) {
@@ -567,10 +573,9 @@ special_keys(PyObject *special)
     }
     SpecialKeys *slot = &special_sets[next_special_set];
     next_special_set = (next_special_set + 1) % SPECIAL_SETS;
-    PyObject *previous = slot->set;
+    *dropped = slot->set;
     *slot = found;
     Py_INCREF(special);
-    Py_XDECREF(previous); /* (a frozenset of strs: freeing it runs no Python code) */
     return slot;
 }
 
@@ -579,7 +584,7 @@ special_keys(PyObject *special)
 static int
 form_of_text(PyObject *text, PyObject *special, Py_ssize_t values_left, Buffer *out, int *empty)
 {
-    Reader r = {.out = out, .values_left = values_left};
+    Reader r = {.out = out, .values_left = values_left < MAX_VALUES ? values_left : MAX_VALUES};
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) {
         return -1;
@@ -588,7 +593,11 @@ form_of_text(PyObject *text, PyObject *special, Py_ssize_t values_left, Buffer *
     r.kind = PyUnicode_KIND(text);
     r.data = PyUnicode_DATA(text);
     r.length = PyUnicode_GET_LENGTH(text);
-    if ((r.special = special_keys(special)) == NULL) {
+    if (r.length > MAX_TEXT) { /* (within it, long strings cannot spend the walk's text budget) */
+        return 1;
+    }
+    PyObject *dropped = NULL;
+    if ((r.special = special_keys(special, &dropped)) == NULL) {
         return PyErr_Occurred() ? -1 : 1;
     }
     Py_UCS4 first = PEEK(&r);
@@ -598,6 +607,7 @@ form_of_text(PyObject *text, PyObject *special, Py_ssize_t values_left, Buffer *
         status = r.at == r.length ? 0 : 1;
     }
     PyMem_Free(r.members);
+    Py_XDECREF(dropped);
     return status;
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import weakref
 from typing import Any
 
 import pytest
@@ -140,8 +141,7 @@ def test_an_empty_result_is_told_as_the_reference_tells_it() -> None:
         nested = '{"a": ' + nested + "}"
     for raw in ('{"a": [], "b": {"c": null, "d": " \\u2028"}}', '{"a": [null]}', '{"a": 0}', '{"a": false}',
                 '{"a": "\\u200b"}', '{"a": "\\u00a0"}', "[]", "[null]", "{}", nested,
-                "{" + ",".join(f'"k{i}": ""' for i in range(64)) + "}",
-                "{" + ",".join(f'"k{i}": ""' for i in range(65)) + "}"):
+                "{" + ",".join(f'"k{i}": ""' for i in range(64)) + "}"):  # (65 members: refused)
         written = text_form(raw, SPECIAL, ENTRIES)
         assert written is not None and written[1] is reference(raw)[1], raw
 
@@ -164,3 +164,38 @@ def test_the_decoding_path_still_writes_what_the_text_path_refuses() -> None:
         assert text_form(raw, tool.special_keys, ENTRIES) is None
         expected = tool.digest_of_form(reference(raw, tool.special_keys)[0], arguments=True)
         assert small(raw, tool.special_keys, tool.hash_seed(arguments=True), False) == (expected, False), raw
+
+
+def test_a_special_key_set_released_while_the_cache_turns_over_is_never_read_after() -> None:
+    """The sets of special keys are kept ready in a small round robin. A set that makes way for
+    another may carry a weak reference whose callback runs Python code when it goes, and that code
+    may turn the round robin over again: the text is read before the set is let go."""
+    keep: list[frozenset[str]] = []
+
+    def turn_over(_: Any) -> None:
+        for index in range(8):
+            keep.append(frozenset({f"other{index}"}))
+            text_form("[]", keep[-1], ENTRIES)
+
+    first = frozenset({"first"})
+    watch = weakref.ref(first, turn_over)
+    text_form("[]", first, ENTRIES)
+    del first
+    for index in range(7):  # the round robin full: the first set goes next
+        keep.append(frozenset({f"filler{index}"}))
+        text_form("[]", keep[-1], ENTRIES)
+    noise = frozenset({"secret"})
+    raw = '{"secret": 1, "a": 2}'
+    assert watch() is not None
+    assert text_form(raw, noise, ENTRIES) is None  # a noise key: refused, never written with it
+    assert watch() is None and len(keep) == 15  # the callback ran, after the read
+
+
+def test_the_walks_budgets_hold_whatever_the_caller_allows() -> None:
+    many = "[" + ",".join(["0"] * 50_001) + "]"
+    assert text_form(many, SPECIAL, 10**6) is None  # past the walk's 50,000 values
+    long = '["' + "a" * ((4 << 20) + 1) + '"]'
+    assert text_form(long, SPECIAL, 10**6) is None  # past its 4 MiB of long strings
+    wide = "{" + ",".join(f'"k{index:03}": {index}' for index in range(65)) + "}"
+    assert text_form(wide, SPECIAL, 10**6) is None  # more members than are put in order by insertion
+    assert text_form(wide[:wide.rindex(",")] + "}", SPECIAL, 10**6) is not None  # 64 are
