@@ -4,13 +4,14 @@
  * session or mark a duplicate to _start_marked. start_marked() here does the same for the usual
  * such span: an SDK span in observe mode, whose operation name is a str, whose session is named
  * by its attributes or found in the context (an enclosing session, baggage, the session stamped
- * on its parent) and is live already. It reads what the Python method reads, in its order, and
- * returns False before changing anything when a value is of another type or the span needs
- * anything else: a session to open, a lone call, a session span to attach, a duplicate to
- * remember. The caller then runs the Python method, the reference. Otherwise it does what that
- * method does: counts the session as used (under the store's lock), numbers the step (under the
- * lock of every counter) and writes the stamps into the SDK's attribute dict, or through
- * set_attributes where the span's attributes have limits or hold a stamp already.
+ * on its parent) and is live already; and a session span (invoke_agent naming its session),
+ * whose session it opens with LiveSessions.open and attaches it to. It reads what the Python method
+ * reads, in its order, and returns False before changing anything when a value is of another type
+ * or the span needs anything else: a step's session to open, a duplicate to remember (a lone call
+ * has start_lone_call). The caller then runs the Python method, the reference.
+ * Otherwise it does what that method does: counts the session as used (under the store's lock),
+ * numbers the step (under the lock of every counter) and writes the stamps into the SDK's attribute
+ * dict, or through set_attributes where the span's attributes have limits or hold a stamp already.
  *
  * on_end hands a span of a session to _session_span_ended. end_in_session() here does the same
  * for a step (or a numbered span) of a live session in observe mode: it reads the step with the
