@@ -1,5 +1,5 @@
 /* The canonical form of a short JSON text, written from the text itself (part of _plain_check.c,
- * included after its writer, whose Buffer, put() and write_float() it uses).
+ * included after its writer, whose Buffer, put(), put_escaped() and write_float() it uses).
  *
  * A foreign span's tool arguments and result are JSON text. Decoding the text into Python objects
  * only to write them back out in the canonical form was most of what fingerprinting it cost; this
@@ -152,45 +152,7 @@ put_char(Buffer *b, Py_UCS4 c)
     if (reserve(b, 6) < 0) {
         return -1;
     }
-    char *out = b->data + b->length;
-    if (c >= 0x20 && c < 0x80) {
-        if (c == '"' || c == '\\') {
-            *out++ = '\\';
-        }
-        *out++ = (char)c;
-    }
-    else if (c < 0x20) {
-        *out++ = '\\';
-        switch (c) {
-        case '\b': *out++ = 'b'; break;
-        case '\f': *out++ = 'f'; break;
-        case '\n': *out++ = 'n'; break;
-        case '\r': *out++ = 'r'; break;
-        case '\t': *out++ = 't'; break;
-        default:
-            *out++ = 'u';
-            *out++ = '0';
-            *out++ = '0';
-            *out++ = "0123456789abcdef"[c >> 4];
-            *out++ = "0123456789abcdef"[c & 0xf];
-        }
-    }
-    else if (c < 0x800) {
-        *out++ = (char)(0xc0 | (c >> 6));
-        *out++ = (char)(0x80 | (c & 0x3f));
-    }
-    else if (c < 0x10000) {
-        *out++ = (char)(0xe0 | (c >> 12));
-        *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
-        *out++ = (char)(0x80 | (c & 0x3f));
-    }
-    else {
-        *out++ = (char)(0xf0 | (c >> 18));
-        *out++ = (char)(0x80 | ((c >> 12) & 0x3f));
-        *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
-        *out++ = (char)(0x80 | (c & 0x3f));
-    }
-    b->length = out - b->data;
+    b->length = put_escaped(b->data + b->length, c) - b->data;
     return 0;
 }
 

@@ -324,6 +324,51 @@ put(Buffer *b, const char *text, Py_ssize_t n)
     return 0;
 }
 
+/* One character as JSON quotes it (the escapes of json.encoder.encode_basestring), in UTF-8, at
+ * `out` (room for 6 bytes): where the next one goes. */
+static char *
+put_escaped(char *out, Py_UCS4 c)
+{
+    if (c >= 0x20 && c < 0x80) {
+        if (c == '"' || c == '\\') {
+            *out++ = '\\';
+        }
+        *out++ = (char)c;
+    }
+    else if (c < 0x20) {
+        *out++ = '\\';
+        switch (c) {
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\t': *out++ = 't'; break;
+        default:
+            *out++ = 'u';
+            *out++ = '0';
+            *out++ = '0';
+            *out++ = "0123456789abcdef"[c >> 4];
+            *out++ = "0123456789abcdef"[c & 0xf];
+        }
+    }
+    else if (c < 0x800) {
+        *out++ = (char)(0xc0 | (c >> 6));
+        *out++ = (char)(0x80 | (c & 0x3f));
+    }
+    else if (c < 0x10000) {
+        *out++ = (char)(0xe0 | (c >> 12));
+        *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
+        *out++ = (char)(0x80 | (c & 0x3f));
+    }
+    else {
+        *out++ = (char)(0xf0 | (c >> 18));
+        *out++ = (char)(0x80 | ((c >> 12) & 0x3f));
+        *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
+        *out++ = (char)(0x80 | (c & 0x3f));
+    }
+    return out;
+}
+
 /* A string as JSON (the escapes of json.encoder.encode_basestring), in UTF-8; a lone surrogate
  * in the three bytes "surrogatepass" gives it, so that decoding the whole gives it back. */
 static int
@@ -366,44 +411,7 @@ put_str(Buffer *b, PyObject *s)
     char *out = b->data + b->length;
     *out++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= 0x20 && c < 0x80) {
-            if (c == '"' || c == '\\') {
-                *out++ = '\\';
-            }
-            *out++ = (char)c;
-        }
-        else if (c < 0x20) {
-            *out++ = '\\';
-            switch (c) {
-            case '\b': *out++ = 'b'; break;
-            case '\f': *out++ = 'f'; break;
-            case '\n': *out++ = 'n'; break;
-            case '\r': *out++ = 'r'; break;
-            case '\t': *out++ = 't'; break;
-            default:
-                *out++ = 'u';
-                *out++ = '0';
-                *out++ = '0';
-                *out++ = "0123456789abcdef"[c >> 4];
-                *out++ = "0123456789abcdef"[c & 0xf];
-            }
-        }
-        else if (c < 0x800) {
-            *out++ = (char)(0xc0 | (c >> 6));
-            *out++ = (char)(0x80 | (c & 0x3f));
-        }
-        else if (c < 0x10000) {
-            *out++ = (char)(0xe0 | (c >> 12));
-            *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
-            *out++ = (char)(0x80 | (c & 0x3f));
-        }
-        else {
-            *out++ = (char)(0xf0 | (c >> 18));
-            *out++ = (char)(0x80 | ((c >> 12) & 0x3f));
-            *out++ = (char)(0x80 | ((c >> 6) & 0x3f));
-            *out++ = (char)(0x80 | (c & 0x3f));
-        }
+        out = put_escaped(out, PyUnicode_READ(kind, data, i));
     }
     *out++ = '"';
     b->length = out - b->data;

@@ -688,6 +688,8 @@ start_session_span(PyObject *processor, PyObject *span, PyObject *attrs, PyObjec
         return PyErr_Occurred() ? NULL : Py_False; /* (a False mark too: Python reads it as it does) */
     if (stamped != NULL && (stamp_id = PyUnicode_Compare(stamped, session_id)) == -1 && PyErr_Occurred())
         return NULL;
+    /* Held from here: the session id is the attribute dict's, and opening the session may run any code. */
+    Py_INCREF(session_id);
     PyObject *start = NULL, *context = NULL, *sessions = NULL, *session = NULL, *attached = NULL;
     PyObject *result = Py_False;
     if ((start = field(span, s_start_time)) == NULL || !PyLong_CheckExact(start) || !PyObject_IsTrue(start) ||
@@ -727,6 +729,7 @@ done:
     Py_XDECREF(sessions);
     Py_XDECREF(session);
     Py_XDECREF(attached);
+    Py_DECREF(session_id);
     return result; /* Py_True or Py_False, borrowed (they never go), or NULL */
 }
 

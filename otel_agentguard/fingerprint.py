@@ -795,19 +795,23 @@ class Fingerprinter:
         # (base it was built from, result, arguments, and the two as seeds of the compiled keyed hash)
         self._states: tuple[Any, Any, Any, bytes, bytes] | None = None
 
-    def _hash_states(self) -> tuple[Any, Any]:
+    def _hash_states(self) -> tuple[Any, Any, Any, bytes, bytes]:
+        """(the base it was built from, the result's state, the arguments' state, and the two as seeds
+        of the compiled keyed hash), for the current key: one tuple, read once, so that another
+        thread's rebuild cannot mix two keys' states in one answer."""
         base: Any = _process_state() if self._key is None else None  # the process key's state
         states = self._states
         if states is not None and states[0] is base:
-            return states[1], states[2]
+            return states
         key = self._key if self._key is not None else fingerprint_key()
         result = base if self._key is None else hashlib.blake2b(key=key, digest_size=_DIGEST_BYTES)
         arguments = result.copy()
         arguments.update(self._prefix)
-        # The same two as seeds, for the compiled keyed hash: the key's length, the key, the prefix.
+        # The key's length, the key and the prefix: where the compiled keyed hash starts.
         seed = bytes((len(key),)) + key
-        self._states = (base, result, arguments, seed, seed + self._prefix)
-        return result, arguments
+        states = (base, result, arguments, seed, seed + self._prefix)
+        self._states = states
+        return states
 
     def canonical(self, value: Any) -> str:
         return self._canonical.form(value)
@@ -834,13 +838,13 @@ class Fingerprinter:
         if states is not None and states[0] is (_keyed_state if self._key is None else None):
             digest = states[2].copy()
         else:
-            digest = self._hash_states()[1].copy()
+            digest = self._hash_states()[2].copy()
         digest.update(data)
         # tuple.__new__: the NamedTuple's generated __new__ is Python code, a frame per call.
         return _new_tuple(ArgumentsFingerprint, (digest.hexdigest(), keys or (), len(data), opaque, truncated))
 
     def result(self, result: Any) -> str:
-        digest: hashlib.blake2b = self._hash_states()[0].copy()
+        digest: hashlib.blake2b = self._hash_states()[1].copy()
         digest.update(self._canonical.form(result).encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
 
@@ -855,15 +859,13 @@ class Fingerprinter:
         states = self._states
         if states is not None and states[0] is (_keyed_state if self._key is None else None):  # as arguments() tests
             return states[2] if arguments else states[1]  # type: ignore[no-any-return]
-        result, of_arguments = self._hash_states()
-        return of_arguments if arguments else result  # type: ignore[no-any-return]
+        states = self._hash_states()
+        return states[2] if arguments else states[1]  # type: ignore[no-any-return]
 
     def hash_seed(self, *, arguments: bool) -> bytes:
         """What the compiled keyed hash starts a fingerprint of arguments (else of a result) from: the
         key's length (one byte), the key and the prefix hash_state has taken in."""
-        self.hash_state(arguments=arguments)  # (built, or rebuilt for a new key)
-        states = self._states
-        assert states is not None
+        states = self._hash_states()
         return states[4] if arguments else states[3]
 
     def digest_of_form(self, form: bytes, *, arguments: bool) -> str:

@@ -122,6 +122,7 @@ def _compiled_methods() -> tuple[Any, Any] | None:
                      (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch),
                      (PayloadFingerprints, "_fingerprint", vars(PayloadFingerprints)["_fingerprint"]),
                      (Fingerprinter, "hash_seed", vars(Fingerprinter)["hash_seed"]),
+                     (Fingerprinter, "hash_state", vars(Fingerprinter)["hash_state"]),
                      (Fingerprinter, "special_keys", vars(Fingerprinter)["special_keys"]),
                      (fingerprint._Canonicalizer, "special_keys", vars(fingerprint._Canonicalizer)["special_keys"])),
         })

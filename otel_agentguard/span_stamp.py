@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import Span as SDKSpan
 from opentelemetry.util.types import AttributeValue
 
 _SCALARS = frozenset({str, int, float, bool})
+_STRINGS = frozenset({str})
 
 
 def _layout_known() -> bool:
@@ -99,8 +100,10 @@ def stamp_starting(span: Any, attributes: dict[str, AttributeValue]) -> None:
         span.set_attributes(attributes)
 
 
-def _stored_as_is(values: Iterable[Any]) -> bool:
-    """Whether the SDK would store each value unchanged: an exact scalar or a tuple of exact strings."""
+def _stored_as_is(values: Iterable[Any], items: frozenset[type] = _STRINGS) -> bool:
+    """Whether the SDK would store each value unchanged (or, a tuple, as an equal tuple): an exact
+    scalar, or a tuple of exact ``items`` of one type (strings: finish reasons, claim categories;
+    an SDK before 1.45 drops a tuple of mixed types)."""
     # (A plain loop: for the half-dozen values of a stamp it is faster than gathering their types
     # with map and set, although it runs more bytecodes.)
     for value in values:
@@ -109,9 +112,13 @@ def _stored_as_is(values: Iterable[Any]) -> bool:
             continue
         if kind is not tuple:
             return False
-        for item in value:  # a few finish reasons or claim categories
-            if type(item) is not str:
+        if value:
+            first = type(value[0])
+            if first not in items:
                 return False
+            for item in value:
+                if type(item) is not first:
+                    return False
     return True
 
 
@@ -130,20 +137,6 @@ def stamp(span: Any, attributes: dict[str, Any]) -> None:
     span.set_attributes(attributes)
 
 
-def _event_values_as_is(values: Iterable[Any]) -> bool:
-    """Whether the SDK would store each event value as it is: an exact scalar, or a tuple of exact
-    scalars (which it copies into an equal tuple)."""
-    for value in values:
-        kind = type(value)
-        if kind in _SCALARS:
-            continue
-        if kind is not tuple:
-            return False
-        for item in value:  # evidence: a few sequence numbers
-            if type(item) not in _SCALARS:
-                return False
-    return True
-
 
 def add_event(span: Any, name: str, attributes: dict[str, Any]) -> None:
     """An event of the guard's ``attributes`` (scalars, tuples of scalars) on ``span``: on the SDK's
@@ -152,7 +145,8 @@ def add_event(span: Any, name: str, attributes: dict[str, Any]) -> None:
     or past the event's attribute count limit, through the public API."""
     limits = (getattr(span, "_limits", None)
               if _DIRECT_EVENTS and _sdk_span(span) and type(span).add_event is _SDK_ADD_EVENT else None)
-    if limits is not None and limits.max_attribute_length is None and _event_values_as_is(attributes.values()):
+    if (limits is not None and limits.max_attribute_length is None and _stored_as_is(attributes.values(), _SCALARS)
+            and all(type(key) is str and key for key in attributes)):  # (the SDK drops or converts others)
         most = limits.max_event_attributes
         if most is None or len(attributes) <= most:
             store = BoundedAttributes(most, None, immutable=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from opentelemetry import baggage, trace
 from opentelemetry import context as context_api
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -1011,3 +1011,53 @@ def test_a_span_class_the_hooks_cannot_ask_about_is_started_by_the_python_method
     assert dict(span.attributes or {}) == {A.SESSION_ID: "s15"}  # stamped as Python stamps it
     assert _internal_errors.counts().get("processor.on_start", 0) == before
     agent.end()
+
+
+def test_a_session_span_keeps_its_session_id_while_code_runs_in_the_opening() -> None:
+    """The session id of a session span is its attribute dict's own str: opening the session runs
+    Python code (here the store's clock), which may replace that attribute and free the str; the id
+    stamped is still the one read."""
+    starting: list[Any] = []
+
+    class Recorder(SpanProcessor):  # runs before the guard: the span, as it starts
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            starting[:] = [span]
+
+    provider = TracerProvider()
+    provider.add_span_processor(Recorder())
+    guard = AgentGuardSpanProcessor(POLICY, "observe", tracer_provider=provider)
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("test")
+
+    def fresh_id() -> str:  # built at each call: only the dict it goes into holds it
+        return "".join(["sess-", "held", "-", "x" * 40])
+
+    class AgentAttributes(Mapping[str, Any]):  # a fresh id at each read: the span's dict holds the only one
+        def __getitem__(self, key: str) -> Any:
+            return fresh_id() if key == A.GEN_AI_CONVERSATION_ID else A.OP_INVOKE_AGENT
+
+        def __iter__(self) -> Iterator[str]:
+            return iter((A.GEN_AI_OPERATION_NAME, A.GEN_AI_CONVERSATION_ID))
+
+        def __len__(self) -> int:
+            return 2
+
+    def agent_attributes() -> Mapping[str, Any]:
+        return AgentAttributes()
+
+    first = tracer.start_span("first", context=Context(), attributes=agent_attributes())  # the session is live
+    clock, reused = guard._sessions.store._clock, []
+
+    def meddling() -> float:
+        if starting and starting[0].name == "agent":
+            starting[0]._attributes._dict[A.GEN_AI_CONVERSATION_ID] = "replaced"  # the id's last reference
+            reused.extend(bytearray(b"Z" * 80) for _ in range(200))  # its memory, reused
+        return float(clock())
+
+    guard._sessions.store._clock = meddling
+    for _ in range(3):
+        span = tracer.start_span("agent", context=Context(), attributes=agent_attributes())
+        assert span.attributes[A.SESSION_ID] == fresh_id()
+        span.end()
+    first.end()
+    provider.shutdown()

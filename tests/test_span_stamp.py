@@ -305,3 +305,18 @@ def test_events_the_sdk_would_convert_or_a_span_of_another_class_take_the_public
     plain = tracer.start_span("agent")
     span_stamp.add_event(plain, "agentguard.stall", {"agentguard.evidence": [1, 2]})  # a list: the SDK copies it
     assert plain.events[0].attributes["agentguard.evidence"] == (1, 2)
+
+
+@pytest.mark.parametrize("attributes", [{"": 1, "a": 2}, {"a": (1, "b")}, {"a": (1, True)}, {"a": (1, 2.0)},
+                                        {7: "seven"}])
+def test_event_keys_and_mixed_tuples_are_the_sdks_to_clean(attributes: dict[Any, Any]) -> None:
+    """An empty or non-str key, or a tuple of mixed types (which an older SDK drops): the public API."""
+    def exported(add: Any) -> list[Any]:
+        tracer, exporter = _tracing()
+        span = tracer.start_span("agent")
+        add(span, "agentguard.stall", dict(attributes))
+        span.end()
+        (finished,) = exporter.get_finished_spans()
+        return [(dict(event.attributes or {}), event.dropped_attributes) for event in finished.events]
+
+    assert exported(span_stamp.add_event) == exported(_event_through_the_sdk)
