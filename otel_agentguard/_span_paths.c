@@ -76,9 +76,9 @@ static PyObject *step_failed;                          /* the kind of failure re
 static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_lock, *s_clock, *s_attributes,
     *s_dict, *s_parent, *s_max_value_len, *s_immutable, *s_maxlen, *s_acquire, *s_release, *s_move_to_end,
     *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
-    *s_status_code, *s_own_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged, *s_trace_over, *s_push,
-    *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step, *s_session_span,
-    *s_attach_span, *trace_id_format;
+    *s_status_code, *s_own_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged,
+    *s_trace_over, *s_push, *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step,
+    *s_session_span, *s_attach_span, *trace_id_format;
 
 #define MAX_SPAN_TYPES 64
 
@@ -1437,8 +1437,10 @@ marked(PyObject *attrs)
     if (PyDict_GET_SIZE(attrs) < PyTuple_GET_SIZE(markers)) {
         Py_ssize_t position = 0;
         PyObject *key, *value;
-        while (PyDict_Next(attrs, &position, &key, &value)) { /* (a set lookup runs no code for a str key) */
+        while (PyDict_Next(attrs, &position, &key, &value)) {
+            Py_INCREF(key); /* (a key of a str subclass may run code as it is compared) */
             int found = PySet_Contains(marker_set, key);
+            Py_DECREF(key);
             if (found)
                 return found;
         }
@@ -1650,8 +1652,8 @@ PyInit__span_paths(void)
         &s_parent, &s_max_value_len, &s_immutable, &s_maxlen, &s_acquire, &s_release, &s_move_to_end,
         &s_set_attributes, &s_lone, &s_context, &s_span_id, &s_name, &s_start_time, &s_end_time, &s_status,
         &s_status_code, &s_own_status_code, &s_policy, &s_payloads, &s_step, &s_skip, &s_step_ended, &s_judged,
-        &s_trace_over, &s_push, &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step, &s_session_span,
-        &s_attach_span, &trace_id_format,
+        &s_trace_over, &s_push, &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step,
+        &s_session_span, &s_attach_span, &trace_id_format,
         &s_parent_context, &s_start_marked, &s_session_span_ended, &on_start_failed, &on_end_failed,
     };
     for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)

@@ -15,9 +15,10 @@ that make a step or name a session costs one set test and the context's session
 lookup, and is stamped only when it runs inside a session.
 
 Where the package was built with a C compiler, ``on_start`` and ``on_end``
-themselves, the start of a session span, and the start and end of a step span in a
-live session or of a lone call (observe mode, the SDK's own spans), run in ``_span_paths.c``, a compiled
-twin of these methods and of :meth:`~AgentGuardSpanProcessor._start_marked` and
+themselves, the start of a session span, and the start and end of a step span
+in a live session or of a lone call (observe mode, the SDK's own spans), run in
+``_span_paths.c``, a compiled twin of these methods and of
+:meth:`~AgentGuardSpanProcessor._start_marked` and
 :meth:`~AgentGuardSpanProcessor._session_span_ended` that leaves everything
 else to them, having changed nothing.
 

@@ -12,7 +12,9 @@ and keeps its attributes there with no limit they could cross (the
 layout is checked once, at import). Any other span (another SDK, attribute
 count or length limits, a span that has ended) and any other value takes the
 public API. Where the package was built with its compiled span paths, they write
-the stamps (or hand them back, having done nothing, to the functions here).
+the stamps (or hand them back, having done nothing, to the functions here). The
+guard's events (alerts) go the same way: on the SDK's span, stored as its
+``add_event`` stores them, without its generic cleaner.
 """
 
 from __future__ import annotations
@@ -135,7 +137,6 @@ def stamp(span: Any, attributes: dict[str, Any]) -> None:
                 store._dict.update(attributes)  # type: ignore[union-attr]  # _writable checked its type
                 return
     span.set_attributes(attributes)
-
 
 
 def add_event(span: Any, name: str, attributes: dict[str, Any]) -> None:
