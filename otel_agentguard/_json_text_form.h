@@ -1,5 +1,5 @@
 /* The canonical form of a short JSON text, written from the text itself (part of _plain_check.c,
- * included after its writer, whose Buffer, put(), put_escaped() and write_float() it uses).
+ * included after its writer, whose Buffer, put(), put_escaped() and put_number() it uses).
  *
  * A foreign span's tool arguments and result are JSON text. Decoding the text into Python objects
  * only to write them back out in the canonical form was most of what fingerprinting it cost; this
@@ -156,25 +156,6 @@ put_char(Buffer *b, Py_UCS4 c)
     return 0;
 }
 
-/* A number's text (ASCII, n characters, spelled as a JSON number) as the canonical form writes the
- * value json.loads reads from it: an integer's digits ("-0" is 0), else the float's spelling. */
-static int
-put_number(Buffer *b, const char *text, Py_ssize_t n)
-{
-    int integer = 1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        integer &= text[i] != '.' && text[i] != 'e' && text[i] != 'E';
-    }
-    if (integer) {
-        return n == 2 && text[0] == '-' && text[1] == '0' ? put(b, "0", 1) : put(b, text, n);
-    }
-    double d = PyOS_string_to_double(text, NULL, NULL); /* out of range: +-inf, as float() */
-    if (d == -1.0 && PyErr_Occurred()) {
-        return -1;
-    }
-    return write_float(b, d); /* (b->numbers is set: an integral float from 1e16 up is refused) */
-}
-
 /* Whether a character is written as it is (printable ASCII but for the quote and backslash). */
 static int
 plain_ascii(Py_UCS4 c)
@@ -271,7 +252,7 @@ read_number(Reader *r)
         return 1;
     }
     text[n] = '\0';
-    return put_number(r->out, text, n);
+    return put_number(r->out, text, n); /* (out->numbers is set: an integral float from 1e16 up is refused) */
 }
 
 static int

@@ -537,22 +537,17 @@ write_float(Buffer *b, double d)
     return status;
 }
 
-/* A string spelled as a JSON number, as the canonical form writes it: the number it spells
- * (fingerprint.numeric_string_text). An integer's spelling is kept ("-0" aside); a fraction or
- * an exponent is read as a float and written as write_float writes one. */
+/* A number's text (ASCII, n characters, NUL-terminated, spelled as a JSON number) as the canonical
+ * form writes the number it spells (fingerprint.numeric_string_text, and the value json.loads reads
+ * from a number token): an integer's spelling is kept ("-0" aside); a fraction or an exponent is read
+ * as a float and written as write_float writes one. */
 static int
-put_number_text(Buffer *b, PyObject *s)
+put_number(Buffer *b, const char *text, Py_ssize_t n)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    char text[NUMBER_TEXT + 1];
     int integer = 1;
-    for (Py_ssize_t i = 0; i < n; i++) { /* ASCII: spelled_as_number read it */
-        text[i] = (char)PyUnicode_READ(kind, data, i);
+    for (Py_ssize_t i = 0; i < n; i++) {
         integer &= text[i] != '.' && text[i] != 'e' && text[i] != 'E';
     }
-    text[n] = '\0';
     if (integer) {
         return n == 2 && text[0] == '-' && text[1] == '0' ? put(b, "0", 1) : put(b, text, n);
     }
@@ -561,6 +556,21 @@ put_number_text(Buffer *b, PyObject *s)
         return -1;
     }
     return write_float(b, d);
+}
+
+/* A string spelled as a JSON number, as the canonical form writes it: the number it spells. */
+static int
+put_number_text(Buffer *b, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    char text[NUMBER_TEXT + 1];
+    for (Py_ssize_t i = 0; i < n; i++) { /* ASCII: spelled_as_number read it */
+        text[i] = (char)PyUnicode_READ(kind, data, i);
+    }
+    text[n] = '\0';
+    return put_number(b, text, n);
 }
 
 static int
