@@ -19,8 +19,10 @@
  * pass, under the session's lock, as LiveSessions.step_ended does for a tool step or a model step
  * naming no call; anything the Python code does besides (a skipped number, a model step naming
  * calls, a derived call waiting, the end of a trace, alerts to count) goes through the Python
- * methods themselves. It returns False, having changed nothing, for the session's own span, a
- * lone call, a duplicate, a step numbered only at its end, and values of other types.
+ * methods themselves. A lone call's usual end (its one step read here, judged alone by
+ * LiveSessions.end_lone_call) is done the same way. It returns False, having changed nothing,
+ * for the session's own span, a lone call that opens a session, a duplicate, a step numbered only
+ * at its end, and values of other types.
  *
  * Both step aside while any Python function they stand for or call round is not the one they were
  * configured with (the pins): a test injecting a fault, or a patch of the user's, is then met.
@@ -78,7 +80,7 @@ static PyObject *s_enforcement, *s_sessions, *s_store, *s_entries, *s_seen, *s_l
     *s_set_attributes, *s_lone, *s_context, *s_span_id, *s_name, *s_start_time, *s_end_time, *s_status,
     *s_status_code, *s_own_status_code, *s_policy, *s_payloads, *s_step, *s_skip, *s_step_ended, *s_judged,
     *s_trace_over, *s_push, *s_observe, *s_final, *s_trace_id, *s_start_lone_call, *s_open, *s_start_step,
-    *s_session_span, *s_attach_span, *trace_id_format;
+    *s_session_span, *s_attach_span, *trace_id_format, *s_end_lone_call, *s_ended_in;
 
 #define MAX_SPAN_TYPES 64
 
@@ -1139,6 +1141,63 @@ is_session_span(PyObject *session, PyObject *span)
     return same;
 }
 
+/* A lone call's end (its span its trace's root, its id in LiveSessions.lone), as _session_span_ended
+ * and _lone_call_ended do it for the usual one: no session stored under its id, no duplicate's
+ * mark, a step of a known kind numbered 1 that names no call a later span may answer. Its step is
+ * read and handed to LiveSessions.end_lone_call, which judges it alone, or to _ended_in for the
+ * session a step inside the call claimed meanwhile. False, having changed nothing, for anything
+ * else, and where the step cannot be read (the Python method reads it again, fails the same way,
+ * and keeps the lone call's session). Borrowed: Py_True or Py_False; NULL with an error. */
+static PyObject *
+end_lone_call(PyObject *processor, PyObject *sessions, PyObject *entries, PyObject *span, PyObject *attrs,
+              PyObject *session_id)
+{
+    int same = unchanged(end_pins);
+    if (same <= 0)
+        return same < 0 ? NULL : Py_False;
+    PyObject *stored = lookup(entries, session_id), *nested = stored == NULL ? lookup(attrs, a_nested_step) : NULL;
+    if (stored != NULL || nested != NULL || PyErr_Occurred())
+        return PyErr_Occurred() ? NULL : Py_False; /* (a False or None mark too: Python reads it as it does) */
+    PyObject *operation = lookup(attrs, a_operation);
+    PyObject *kind = is_text(operation) ? lookup(kind_of_operation, operation) : NULL;
+    PyObject *sequence = kind != NULL ? lookup(attrs, a_sequence) : NULL;
+    if (sequence == NULL || !PyLong_CheckExact(sequence))
+        return PyErr_Occurred() ? NULL : Py_False;
+    int overflow;
+    if (PyLong_AsLongAndOverflow(sequence, &overflow) != 1 || overflow)
+        return PyErr_Occurred() ? NULL : Py_False; /* numbered otherwise: Python opens its session */
+    for (Py_ssize_t at = 0; kind != tool_kind && at < PyTuple_GET_SIZE(requested_call_attributes); at++) {
+        int names_calls = PyDict_Contains(attrs, PyTuple_GET_ITEM(requested_call_attributes, at));
+        if (names_calls)
+            return names_calls < 0 ? NULL : Py_False; /* calls to derive: judged in its session, by Python */
+    }
+    /* Held while Python code runs: the kind is the operation dict's, the sequence the attributes'. */
+    Py_INCREF(kind);
+    Py_INCREF(sequence);
+    PyObject *result = NULL, *found = NULL;
+    PyObject *step = read_step(processor, sessions, span, attrs, kind, session_id, sequence);
+    if (step == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            PyErr_Clear();
+            result = Py_False;
+        }
+        goto done;
+    }
+    /* The session to judge the step in (a step inside the call claimed it meanwhile), else None. */
+    found = PyObject_CallMethodObjArgs(sessions, s_end_lone_call, session_id, Py_None, step, span, NULL);
+    if (found != NULL)
+        result = found == Py_None || done_with(PyObject_CallMethodObjArgs(processor, s_ended_in, found, span, attrs,
+                                                                           session_id, NULL)) == 0
+                     ? Py_True
+                     : NULL;
+done:
+    Py_DECREF(kind);
+    Py_DECREF(sequence);
+    Py_XDECREF(step);
+    Py_XDECREF(found);
+    return result;
+}
+
 /* end_in_session(processor, span, attrs, session_id): True when the span's end is done; False,
  * with nothing changed, for the Python method (_session_span_ended) to do it. */
 static PyObject *
@@ -1164,8 +1223,12 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto failed;
     if (parent == Py_None) {
         int lone_call = PyDict_Contains(lone, session_id);
-        if (lone_call)
-            goto failed_or_python; /* a lone call's end: Python judges it */
+        if (lone_call < 0)
+            goto failed;
+        if (lone_call) {
+            result = end_lone_call(processor, sessions, entries, span, attrs, session_id);
+            goto done;
+        }
     }
     int same = unchanged(end_pins); /* (what was read so far calls no function of Python's) */
     if (same <= 0) {
@@ -1645,7 +1708,7 @@ PyInit__span_paths(void)
         "policy", "payloads", "_step", "skip", "step_ended", "_judged", "trace_over", "push", "observe", "final",
         "trace_id", "start_lone_call", "open", "start_step", "session_span", "attach_span", "032x", "parent_context",
         "_start_marked",
-        "_session_span_ended", "processor.on_start", "processor.on_end",
+        "_session_span_ended", "processor.on_start", "processor.on_end", "end_lone_call", "_ended_in",
     };
     PyObject **fields[] = {
         &s_enforcement, &s_sessions, &s_store, &s_entries, &s_seen, &s_lock, &s_clock, &s_attributes, &s_dict,
@@ -1655,6 +1718,7 @@ PyInit__span_paths(void)
         &s_trace_over, &s_push, &s_observe, &s_final, &s_trace_id, &s_start_lone_call, &s_open, &s_start_step,
         &s_session_span, &s_attach_span, &trace_id_format,
         &s_parent_context, &s_start_marked, &s_session_span_ended, &on_start_failed, &on_end_failed,
+        &s_end_lone_call, &s_ended_in,
     };
     for (size_t at = 0; at < sizeof fields / sizeof fields[0]; at++)
         if ((*fields[at] = PyUnicode_InternFromString(interned[at])) == NULL)

@@ -168,15 +168,20 @@ class LiveSessions:
             self.lone[session_id] = claim
         return claim
 
-    def pop_lone_call(self, session_id: str, stored: LiveSession | None) -> LiveSession | LoneCall | None:
-        """A lone call's span ended: the session that claimed it (or one stored under its id)
-        to judge its step in; else the lone call, for the caller to judge alone (its number is
-        remembered, so a late span of its trace counts on from 2); else None (ended already)."""
+    def end_lone_call(self, session_id: str, stored: LiveSession | None, step: Step,
+                      span: ReadableSpan) -> LiveSession | None:
+        """A lone call's span ended with its one step: the session that claimed it (or one stored
+        under its id) to judge the step in; else None, the step judged alone (its number is
+        remembered, so a late span of its trace counts on from 2), or the call ended already."""
         with self._counters_lock:
             entry = self.lone.pop(session_id, None)
             if stored is None and entry is not None and not isinstance(entry, LiveSession):
                 self._remember_counter(session_id, 1)
-        return stored or entry
+        found = stored or entry
+        if found is None or isinstance(found, LiveSession):
+            return found
+        self._judge_lone_call(step, found, span)
+        return None
 
     def lone_call_session(self, session_id: str, stored: LiveSession | None) -> LiveSession | None:
         """The session an ending lone call would have opened, stored, for a step judging alone
@@ -201,7 +206,7 @@ class LiveSessions:
         step without the captured output that names its calls."""
         return kind == TOOL or (kind is not None and not records_requested_calls(attrs))
 
-    def judge_lone_call(self, step: Step, call: LoneCall, span: ReadableSpan) -> None:
+    def _judge_lone_call(self, step: Step, call: LoneCall, span: ReadableSpan) -> None:
         """A lone call's one step, judged as the session it would have opened would judge it,
         ended with the step (unfinished, unless the step is a final answer): the alerts, the
         verdict, a verdict span only where that session would have one, and the metrics."""
@@ -211,10 +216,15 @@ class LiveSessions:
         raised = judge.observe(step)
         if raised:
             self.count(raised, profile.name)
-        verdict = judge.finish(end_ns=time.time_ns(), unfinished=not step.final)
-        if wants_verdict_span(verdict, judge.totals, implicit=True):
+        end_ns, unfinished = time.time_ns(), not step.final
+        if wants_verdict_span(raised, judge.totals, implicit=True):
+            verdict = judge.finish(end_ns=end_ns, unfinished=unfinished)
             self._verdicts.verdict_span(step.session_id, span.get_span_context(), verdict, raised)
-        self._metrics.session_ended(verdict)
+            self._metrics.session_ended(verdict)
+        else:  # the usual model call alone: its verdict goes to the metrics only, so none is made
+            totals = judge.totals
+            self._metrics.session_recorded(judge.stop_reason(unfinished=unfinished), profile.name, totals.steps,
+                                           totals.tokens, judge.duration_s(end_ns))
 
     # --- steps ---------------------------------------------------------------------------------
     def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
@@ -355,7 +365,7 @@ class LiveSessions:
             if on_span:
                 self._verdicts.on_session_span(span, verdict, raised)
         self.count(raised, verdict.profile)
-        if not on_span and wants_verdict_span(verdict, session.judge.totals, implicit=session.implicit,
+        if not on_span and wants_verdict_span(verdict.alerts, session.judge.totals, implicit=session.implicit,
                                               interrupted=session.interrupt is not None,
                                               unanswered=len(unanswered)):
             self._verdicts.verdict_span(session.session_id, session.last_context, verdict,

@@ -71,12 +71,16 @@ class GuardMetrics:
         self._stalls.add(1, labels)
 
     def session_ended(self, verdict: Verdict) -> None:
-        self._seed(verdict.profile)
-        labels = {A.STOP_REASON: verdict.stop_reason, A.PROFILE: verdict.profile}
+        self.session_recorded(verdict.stop_reason, verdict.profile, verdict.steps, verdict.tokens, verdict.duration_s)
+
+    def session_recorded(self, stop_reason: str, profile: str, steps: int, tokens: int, duration_s: float) -> None:
+        """A session's end, from the verdict's fields (a lone model call's verdict is made for nothing else)."""
+        self._seed(profile)
+        labels = {A.STOP_REASON: stop_reason, A.PROFILE: profile}
         self._sessions.add(1, labels)
-        self._steps.record(verdict.steps, labels)
-        self._tokens.record(verdict.tokens, labels)
-        self._duration.record(verdict.duration_s, labels)
+        self._steps.record(steps, labels)
+        self._tokens.record(tokens, labels)
+        self._duration.record(duration_s, labels)
 
     def internal_error(self, kind: str) -> None:
         self._internal_errors.add(1, {"kind": kind})

@@ -343,11 +343,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 step = None
         if step is None:
             return self._sessions.lone_call_session(session_id, stored)
-        found = self._sessions.pop_lone_call(session_id, stored)
-        if found is None or isinstance(found, LiveSession):
-            return found
-        self._sessions.judge_lone_call(step, found, span)
-        return None
+        return self._sessions.end_lone_call(session_id, stored, step, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
         return step_from_attributes(
@@ -446,6 +442,8 @@ def compiled_span_paths_configuration() -> dict[str, Any]:
                             (LiveSession, "attach_span"), (vars(trace), "format_trace_id"),
                             (SpanContext, "span_id")),
         "end_pins": _pins((AgentGuardSpanProcessor, "_session_span_ended"), (AgentGuardSpanProcessor, "_ended_in"),
+                          (AgentGuardSpanProcessor, "_lone_call_ended"), (globals(), "step_kind"),
+                          (LiveSessions, "asks_for_no_calls"),
                           (AgentGuardSpanProcessor, "_step"), (globals(), "step_from_attributes"),
                           (vars(steps), "_compiled"), (LiveSessions, "peek"), (LiveSessions, "step_ended"),
                           (LiveSessions, "_observe"), (vars(live_sessions), "write_alerts"),

@@ -10,6 +10,7 @@ had nowhere else to go; model calls alone, outside any session, get none.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -54,15 +55,16 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
         session.pending_alerts += tuple(alerts)
 
 
-def wants_verdict_span(verdict: Verdict, totals: SessionTotals, *, implicit: bool, interrupted: bool = False,
+def wants_verdict_span(alerts: Sequence[Alert], totals: SessionTotals, *, implicit: bool, interrupted: bool = False,
                        unanswered: int = 0) -> bool:
-    """Model calls alone, outside any session (no session id anywhere, no tool step, no
-    alert), are no agent run worth a span of its own: their verdict goes to the metrics only.
-    Tool calls a model asked for that no span answered (``unanswered``, judged as steps at the
-    end) do not make one: nothing shows they ran."""
+    """Whether a session's verdict (its ``alerts``, its ``totals``) gets a span. Model calls
+    alone, outside any session (no session id anywhere, no tool step, no alert), are no agent
+    run worth a span of its own: their verdict goes to the metrics only. Tool calls a model
+    asked for that no span answered (``unanswered``, judged as steps at the end) do not make
+    one: nothing shows they ran."""
     # Steps count tool calls and the final answer.
     tool_steps = totals.steps - (1 if totals.final else 0) - unanswered
-    return not implicit or bool(verdict.alerts) or interrupted or tool_steps > 0
+    return not implicit or bool(alerts) or interrupted or tool_steps > 0
 
 
 class VerdictWriter:

@@ -360,6 +360,53 @@ def test_a_lone_call_starts_in_c_and_one_its_session_declines_opens_a_session_as
     assert (numbers["first"], numbers["second"], numbers["third"]) == (1, 2, 3)
 
 
+def _lone_call_ends(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[Any, ...]], dict[str, int]]:
+    """Lone calls of every kind ending, in a provider of their own: what it exported, and the
+    internal errors counted meanwhile."""
+    from otel_agentguard.policy import Policy
+
+    real = Policy.fingerprinter
+
+    def failing(self: Policy, tool: str) -> Any:
+        if tool == "broken":
+            raise ValueError("no fingerprinter")
+        return real(self, tool)
+
+    monkeypatch.setattr(Policy, "fingerprinter", failing)
+    before = dict(_internal_errors.counts())
+    run = Run()
+    _tool(run, Context(), "lone tool").end()  # judged alone: a tool step makes a verdict span
+    run.tracer.start_span("lone answer", context=Context(), attributes={
+        A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ("stop",)}).end()
+    run.tracer.start_span("lone request", context=Context(), attributes={  # names a call: its session derives it
+        A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_OUTPUT_MESSAGES: json.dumps([{"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": 1}}]}])}).end()
+    _tool(run, Context(), "marked", **{A.NESTED_STEP: False}).end()  # a mark, even a False one: Python reads it
+    _tool(run, Context(), "broken", **{A.GEN_AI_TOOL_NAME: "broken",  # its reader fails: Python keeps its session
+                                       A.GEN_AI_TOOL_CALL_ARGUMENTS: '{"order": "A1"}'}).end()
+    model = run.tracer.start_span("claimed", context=Context(), attributes={A.GEN_AI_OPERATION_NAME: "chat"})
+    _tool(run, trace.set_span_in_context(model, Context()), "inside").end()  # claims the lone call's session
+    model.end()  # judged in that session, as a step of it
+    run.processor.shutdown()
+    run.provider.shutdown()
+    monkeypatch.undo()
+    after = _internal_errors.counts()
+    return run.exported(), {kind: after[kind] - before.get(kind, 0) for kind in after if after[kind] != before.get(kind, 0)}
+
+
+def test_a_lone_calls_usual_end_is_judged_in_c_as_in_python(monkeypatch):
+    with left_to_python("_compiled_end") as python:
+        exported, errors = _lone_call_ends(monkeypatch)
+    assert python == ["lone request", "marked", "broken", "claimed"]  # (the claimed session is stored)
+    with paths(compiled=False):
+        assert (exported, errors) == _lone_call_ends(monkeypatch)
+    assert errors == {"processor.step": 1}  # the broken one, reported once, by Python
+    # A verdict span where a tool step ran ("lone tool", "marked", "claimed" with "inside"); the
+    # model calls' verdicts go to the metrics alone, and the broken call lost its only step.
+    verdicts = [dict(attributes) for name, _, attributes, _ in exported if name == VERDICT_SPAN_NAME]
+    assert [(verdict[A.STOP_REASON], verdict[A.STEPS]) for verdict in verdicts] == [("abandoned", 1)] * 3
+
+
 def test_what_needs_python_is_left_to_it():
     run = Run()
     with left_to_python("_compiled_start") as python:
@@ -560,6 +607,17 @@ def test_a_replaced_function_the_paths_stand_for_sends_spans_to_python(monkeypat
     monkeypatch.setattr(AgentGuardSpanProcessor, "_step", lambda *args: None)
     assert COMPILED_END(run.processor, step._readable_span(), attrs, "e13") is False
     monkeypatch.undo()
+    # A lone call's end stands for these too.
+    lone = _tool(run, Context(), "lone")
+    lone_attrs, lone_id = lone._attributes._dict, lone._attributes._dict[A.SESSION_ID]
+    for owner, name in ((AgentGuardSpanProcessor, "_lone_call_ended"), (processor_module, "step_kind"),
+                        (LiveSessions, "asks_for_no_calls")):
+        monkeypatch.setattr(owner, name, vars(owner)[name])  # the same, but another object: rebound
+        monkeypatch.setattr(owner, name, lambda *args, **kwargs: None)
+        assert COMPILED_END(run.processor, lone._readable_span(), lone_attrs, lone_id) is False, name
+        monkeypatch.undo()
+    assert COMPILED_END(run.processor, lone._readable_span(), lone_attrs, lone_id) is True  # judged alone
+    assert lone_id not in run.processor._sessions.lone
     # The SDK's properties the end reads at their fields instead: the context's span_id, the status's code.
     for owner, name in ((SpanContext, "span_id"), (Status, "status_code")):
         monkeypatch.setattr(owner, name, property(vars(owner)[name].fget))  # reads the same, as Python
