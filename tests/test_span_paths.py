@@ -911,6 +911,27 @@ def test_the_compiled_end_frees_what_it_takes():
     provider.shutdown()
 
 
+def test_the_compiled_end_of_a_lone_call_frees_what_it_takes():
+    run = Run()
+    model = run.tracer.start_span("lone", context=Context(), attributes={  # started: its trace a lone call
+        A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_RESPONSE_FINISH_REASONS: ("tool_calls",),
+        A.GEN_AI_USAGE_INPUT_TOKENS: 412})
+    attrs = model._attributes._dict
+    session_id = attrs[A.SESSION_ID]
+    lone = run.processor._sessions.lone
+    entry = lone[session_id]
+
+    def calls() -> None:
+        for _ in range(200):
+            lone[session_id] = entry  # running again: judged alone again, its verdict to the metrics only
+            assert COMPILED_END(run.processor, model._readable_span(), attrs, session_id) is True
+            assert session_id not in lone
+
+    calls()
+    assert_frees_what_it_takes(calls)
+    run.provider.shutdown()
+
+
 def test_configure_refuses_what_it_cannot_read_and_runs_once():
     from otel_agentguard import _span_paths
 
