@@ -86,7 +86,8 @@ class SessionStore(Generic[T]):
             self._collect(now, evicted, room=True)
             self._entries[key] = created
             self._seen[key] = now
-        self._evict(evicted)
+        if evicted:
+            self._evict(evicted)
         return created
 
     def pop(self, key: str) -> T | None:

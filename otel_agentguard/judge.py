@@ -249,32 +249,32 @@ class SessionJudge:
         """The verdict. ``unfinished``: the session was cut off (evicted, shut down), so a
         final answer seen earlier does not make it ``completed``."""
         totals = self.totals
+        stop_reason, duration_s = self.outcome(error=error, interrupt=interrupt, end_ns=end_ns, unfinished=unfinished)
         return _verdict(
             session_id=self.session_id,
-            stop_reason=self.stop_reason(error=error, interrupt=interrupt, unfinished=unfinished),
+            stop_reason=stop_reason,
             profile=self.profile.name,
             policy_version=self.policy.version,
             steps=totals.steps,
             tokens=totals.tokens,
             cost_usd=totals.cost_usd,
             model_calls=totals.model_calls,
-            duration_s=self.duration_s(end_ns),
+            duration_s=duration_s,
             alerts=tuple(self._alerts or ()),
             labels=dict(self._labels or {}),
         )
 
-    def stop_reason(self, *, error: bool = False, interrupt: str | None = None, unfinished: bool = False) -> str:
-        """The verdict's stop reason, were the session to end now (see :meth:`finish`)."""
+    def outcome(self, *, error: bool = False, interrupt: str | None = None, end_ns: int = 0,
+                unfinished: bool = False) -> tuple[str, float]:
+        """The verdict's stop reason and duration (s), were the session to end at ``end_ns`` (or
+        its last step's end, if later): :meth:`finish`'s, without the verdict."""
         totals = self.totals
-        return choose_stop_reason(self._alerts or (), interrupt=interrupt, error=error,
-                                  explicit_finish=totals.finished_explicitly,
-                                  final_answer=totals.final and not unfinished)
-
-    def duration_s(self, end_ns: int) -> float:
-        """The session's wall time, were it to end at ``end_ns`` (or its last step's end, if later)."""
-        start_ns = self.totals.start_ns
+        stop_reason = choose_stop_reason(self._alerts or (), interrupt=interrupt, error=error,
+                                         explicit_finish=totals.finished_explicitly,
+                                         final_answer=totals.final and not unfinished)
+        start_ns = totals.start_ns
         end = end_ns if end_ns > self._last_end_ns else self._last_end_ns
-        return max(end - start_ns, 0) / 1e9 if start_ns else 0.0
+        return stop_reason, max(end - start_ns, 0) / 1e9 if start_ns else 0.0
 
 
 _SHARED_PROBES_MAX = 64
@@ -348,7 +348,7 @@ class SequenceBuffer:
         return self._release()
 
     def drain(self) -> list[Step]:
-        ready = [entry[2] for entry in sorted(self._pending or ())]
+        ready = [entry[2] for entry in sorted(self._pending)] if self._pending else []
         self._pending = None
         self._skipped = None
         if ready:

@@ -222,9 +222,9 @@ class LiveSessions:
             self._verdicts.verdict_span(step.session_id, span.get_span_context(), verdict, raised)
             self._metrics.session_ended(verdict)
         else:  # the usual model call alone: its verdict goes to the metrics only, so none is made
+            stop_reason, duration_s = judge.outcome(end_ns=end_ns, unfinished=unfinished)
             totals = judge.totals
-            self._metrics.session_recorded(judge.stop_reason(unfinished=unfinished), profile.name, totals.steps,
-                                           totals.tokens, judge.duration_s(end_ns))
+            self._metrics.session_recorded(stop_reason, profile.name, totals.steps, totals.tokens, duration_s)
 
     # --- steps ---------------------------------------------------------------------------------
     def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
@@ -355,7 +355,7 @@ class LiveSessions:
                 self.lone.pop(session.session_id, None)  # a claimed lone call's: ended, it is claimed no more
             raised = []
             unanswered = session.derived.flush() if session.derived is not None else ()
-            waiting = [s for step in unanswered for s in session.buffer.push(step)]
+            waiting = [s for step in unanswered for s in session.buffer.push(step)] if unanswered else []
             for step in waiting + session.buffer.drain():
                 raised.extend(session.judge.observe(step))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),

@@ -64,7 +64,8 @@ class GuardMetrics:
             self._stalls.add(0, {A.PROBE: A.BUDGET_EXCEEDED, A.PROFILE: profile, A.BUDGET_KIND: kind})
 
     def stall(self, alert: Alert, profile: str) -> None:
-        self._seed(profile)
+        if profile not in self._seeded:  # (tested here: asked at every alert and session)
+            self._seed(profile)
         labels = {A.PROBE: alert.probe, A.PROFILE: profile}
         if alert.budget_kind:
             labels[A.BUDGET_KIND] = alert.budget_kind
@@ -75,7 +76,8 @@ class GuardMetrics:
 
     def session_recorded(self, stop_reason: str, profile: str, steps: int, tokens: int, duration_s: float) -> None:
         """A session's end, from the verdict's fields (a lone model call's verdict is made for nothing else)."""
-        self._seed(profile)
+        if profile not in self._seeded:
+            self._seed(profile)
         labels = {A.STOP_REASON: stop_reason, A.PROFILE: profile}
         self._sessions.add(1, labels)
         self._steps.record(steps, labels)

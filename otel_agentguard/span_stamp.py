@@ -124,6 +124,14 @@ def _stored_as_is(values: Iterable[Any], items: frozenset[type] = _STRINGS) -> b
     return True
 
 
+def _plain_keys(attributes: dict[str, Any]) -> bool:
+    """Whether every key is a non-empty str (the SDK drops or converts others)."""
+    for key in attributes:  # (a loop: all() over a generator is a call per key)
+        if type(key) is not str or not key:
+            return False
+    return True
+
+
 def stamp(span: Any, attributes: dict[str, Any]) -> None:
     """Write the guard's ``attributes`` (scalars, tuples of strings) onto a recording ``span``
     any thread may hold."""
@@ -147,7 +155,7 @@ def add_event(span: Any, name: str, attributes: dict[str, Any]) -> None:
     limits = (getattr(span, "_limits", None)
               if _DIRECT_EVENTS and _sdk_span(span) and type(span).add_event is _SDK_ADD_EVENT else None)
     if (limits is not None and limits.max_attribute_length is None and _stored_as_is(attributes.values(), _SCALARS)
-            and all(type(key) is str and key for key in attributes)):  # (the SDK drops or converts others)
+            and _plain_keys(attributes)):
         most = limits.max_event_attributes
         if most is None or len(attributes) <= most:
             store = BoundedAttributes(most, None, immutable=True)
