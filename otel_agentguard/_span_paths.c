@@ -1147,14 +1147,12 @@ is_session_span(PyObject *session, PyObject *span)
  * read and handed to LiveSessions.end_lone_call, which judges it alone, or to _ended_in for the
  * session a step inside the call claimed meanwhile. False, having changed nothing, for anything
  * else, and where the step cannot be read (the Python method reads it again, fails the same way,
- * and keeps the lone call's session). Borrowed: Py_True or Py_False; NULL with an error. */
+ * and keeps the lone call's session). The caller has checked the pins. Borrowed: Py_True or
+ * Py_False; NULL with an error. */
 static PyObject *
 end_lone_call(PyObject *processor, PyObject *sessions, PyObject *entries, PyObject *span, PyObject *attrs,
               PyObject *session_id)
 {
-    int same = unchanged(end_pins);
-    if (same <= 0)
-        return same < 0 ? NULL : Py_False;
     PyObject *stored = lookup(entries, session_id), *nested = stored == NULL ? lookup(attrs, a_nested_step) : NULL;
     if (stored != NULL || nested != NULL || PyErr_Occurred())
         return PyErr_Occurred() ? NULL : Py_False; /* (a False or None mark too: Python reads it as it does) */
@@ -1221,6 +1219,11 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     if ((parent = PyObject_GetAttr(span, s_parent)) == NULL)
         goto failed;
+    int same = unchanged(end_pins); /* (what is read from here on calls no function of Python's) */
+    if (same <= 0) {
+        result = same < 0 ? NULL : Py_False;
+        goto done;
+    }
     if (parent == Py_None) {
         int lone_call = PyDict_Contains(lone, session_id);
         if (lone_call < 0)
@@ -1229,11 +1232,6 @@ end_in_session(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             result = end_lone_call(processor, sessions, entries, span, attrs, session_id);
             goto done;
         }
-    }
-    int same = unchanged(end_pins); /* (what was read so far calls no function of Python's) */
-    if (same <= 0) {
-        result = same < 0 ? NULL : Py_False;
-        goto done;
     }
     session = lookup(entries, session_id);
     if (session == NULL) {

@@ -50,9 +50,10 @@ class GuardMetrics:
         _internal_errors.remove_listener(self.internal_error)
 
     def _seed(self, profile: str) -> None:
-        """Start every series of a new profile at zero: a counter series that first appears at 1
-        hides its first increase from rate() and increase()."""
-        if profile in self._seeded or len(self._seeded) >= _MAX_SEEDED_PROFILES:
+        """Start every series of a profile not seeded yet at zero: a counter series that first
+        appears at 1 hides its first increase from rate() and increase(). (Its callers test
+        whether it is seeded: they are asked at every alert and session.)"""
+        if len(self._seeded) >= _MAX_SEEDED_PROFILES:
             return
         self._seeded.add(profile)
         for reason in A.STOP_REASONS:
@@ -64,7 +65,7 @@ class GuardMetrics:
             self._stalls.add(0, {A.PROBE: A.BUDGET_EXCEEDED, A.PROFILE: profile, A.BUDGET_KIND: kind})
 
     def stall(self, alert: Alert, profile: str) -> None:
-        if profile not in self._seeded:  # (tested here: asked at every alert and session)
+        if profile not in self._seeded:
             self._seed(profile)
         labels = {A.PROBE: alert.probe, A.PROFILE: profile}
         if alert.budget_kind:
