@@ -18,16 +18,12 @@ shows in orjson's output, where an unescaped quote only ever delimits a string:
 
 Any of the others (or a false alarm from text inside a string) returns None
 and the reference walker writes the form. Only short texts come here, far inside
-the walk's value and text budgets. A small value (most tool payloads) is first
-offered to the compiled check and writer, where the package has them: they write
-its form at once, or refuse it for any of the reasons above.
+the walk's value and text budgets.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from otel_agentguard import _plain_json
@@ -56,23 +52,6 @@ def available() -> bool:
     return _orjson is not None and _plain_json.orjson_agrees()
 
 
-def _fingerprint_of_small_text() -> Callable[[str, frozenset[str], Any, bool], tuple[str, bool] | None] | None:
-    if not available() or _plain_json.compiled_fingerprint_of_text is None:
-        return None
-    return partial(_plain_json.compiled_fingerprint_of_text, _orjson.loads, _plain_json.SMALL_ENTRIES)
-
-
-#: ``fingerprint_of_small_text(raw, special_keys, hash_seed, result)``: the fingerprint of the
-#: object or array ``raw`` holds, keyed and prefixed as ``hash_seed`` says (Fingerprinter.hash_seed; a
-#: hashlib state to copy is taken too), and whether it is an empty
-#: result (``result``), in one C call: the form written straight from the text where it is strict
-#: JSON the form writes as plain JSON (``_json_text_form.h``), else decoded by orjson, checked and
-#: written by the compiled check and writer; then hashed. None (the call) where it is not small and
-#: plain (form_of_json_text's first path); None (this) where the package has no compiled code, or
-#: orjson is not available().
-fingerprint_of_small_text = _fingerprint_of_small_text()
-
-
 def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, Any] | None:
     """The canonical form (UTF-8) of the object or array ``raw`` holds, and the value; None
     when orjson cannot read it as the standard library does or its output needs the walker."""
@@ -84,11 +63,6 @@ def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, An
         return None
     if type(value) is not dict and type(value) is not list:
         return None
-    # Most payloads are small: the compiled check and writer, where the package has them, write
-    # their form at once. What the check refuses (anything listed above) takes orjson's path below.
-    small = _plain_json.compiled_small_form(value, special_keys)
-    if small is not None:
-        return small.encode("utf-8", "surrogatepass"), value
     form: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
     # A first look with every digit and "-" as "0" (C-level): a string can be spelled as a number only
     # where a quote precedes a digit or "-", a float written otherwise only where a digit

@@ -6,7 +6,7 @@ A value qualifies when every container in it is an exact ``dict`` (with exact
 what the encoder writes anyway: no string value spelled as a JSON number
 (those become numbers), no integral float (written as an integer), no noise
 or unordered key, and everything within the walk's budgets. Then
-``orjson.dumps(OPT_SORT_KEYS)`` (when installed), the compiled writer or the
+``orjson.dumps(OPT_SORT_KEYS)`` (when installed) or the
 standard library's C encoder writes exactly the canonical form, byte for byte; anything else
 returns ``None`` and the reference walker in :mod:`otel_agentguard.fingerprint`
 writes it.
@@ -14,17 +14,10 @@ writes it.
 The check reads the value one nesting level at a time with C-level iteration
 over exact builtins only, so it runs no application code (save a key class's
 comparison, when two dict keys' hashes collide) and costs a few Python steps
-per level, not per value: a level's values are gathered in one
-call (the garbage collector's view of builtin containers), their types become
-one byte string (one byte per value), and the strings, floats and containers
-among them are picked out through masks translated from it. Built with a C
-compiler at hand, the package also has the check compiled
-(``_plain_check.c``): one C walk over the same exact builtins that runs no
-Python code at all, five to ten times faster on large values; this module's
-Python check stays the reference, and the tests run both. The same module
-writes the form where orjson is not installed, and for small values anyway
-(:func:`compiled_small_form`): what the standard library's encoder writes, 2.5
-to 3 times faster (the tests compare the two).
+per level, not per value: a level's values are gathered in one call (the
+garbage collector's view of builtin containers), their types become one byte
+string (one byte per value), and the strings, floats and containers among them
+are picked out through masks translated from it.
 """
 
 from __future__ import annotations
@@ -34,7 +27,6 @@ import json.encoder
 import math
 import re
 import sys
-from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any
 
@@ -42,19 +34,8 @@ try:
     import orjson as _orjson
 except ImportError:  # optional: the standard library's encoder is used
     _orjson = None  # type: ignore[assignment]  # checked before use
-_CompiledCheck = Callable[..., "int | tuple[int, int, bool]"]
-_compiled_check: _CompiledCheck | None
-_compiled_write: Callable[..., str | None] | None
-compiled_fingerprint_of_text: Callable[..., tuple[str, bool] | None] | None
-try:
-    from otel_agentguard._plain_check import check as _compiled_check
-    from otel_agentguard._plain_check import fingerprint_of_text as compiled_fingerprint_of_text
-    from otel_agentguard._plain_check import write as _compiled_write
-except ImportError:  # built without a C compiler: the check runs in Python, the encoders write
-    _compiled_check = _compiled_write = compiled_fingerprint_of_text = None
 
 _MAX_DEPTH = 64
-SMALL_ENTRIES = 256  # the most values compiled_small_form reads
 _LEVEL_COST = 64  # a level checked costs about as much as this many values
 _SHORT_TEXT = 256  # longer string values count against the walk's text budget
 
@@ -155,33 +136,7 @@ def _str_keys_only(dict_levels: list[list[dict[Any, Any]]]) -> bool:
 
 def check(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
     """``Plain`` when an encoder writes ``value``'s canonical form; otherwise what giving up
-    cost, in values (the caller bounds the waste). Compiled when the package was built with
-    a C compiler (one C walk, without a Python step per level), else :func:`check_in_python`."""
-    if _compiled_check is None:
-        return check_in_python(value, depth, entries_left, text_left, special)
-    found = _compiled_check(value, depth, entries_left, text_left, special, _orjson_agrees)
-    if isinstance(found, int):
-        return found
-    entries, text, orjson = found
-    return Plain(entries, text, orjson, True)  # it checks every key a str: either encoder may write it
-
-
-def compiled_small_form(value: Any, special: frozenset[str]) -> str | None:
-    """The canonical form of a small exact container (at most :data:`SMALL_ENTRIES` values,
-    nested ones included, and no long text) written by the compiled check and writer alone: two
-    C calls, where walking a three-key dict in Python takes several times as long. None where
-    the package has no compiled code or either gives up (having read little), and the caller
-    writes it."""
-    if _compiled_write is None or _compiled_check is None:
-        return None
-    if type(_compiled_check(value, 0, SMALL_ENTRIES, 0, special, False, True)) is int:
-        return None
-    return _compiled_write(value, True)  # (integral floats and numeric strings: as the form spells them)
-
-
-def check_in_python(value: Any, depth: int, entries_left: int, text_left: int, special: frozenset[str]) -> Plain | int:
-    """:func:`check` in Python: the reference for the compiled one, and what runs without it
-    (each level counts as ``_LEVEL_COST`` values more in what giving up cost)."""
+    cost, in values (each level counts as ``_LEVEL_COST`` values), so the caller bounds the waste."""
     kind = type(value)
     dicts: list[Any] = [value] if kind is dict else []
     sequences: list[Any] = [value] if kind is list or kind is tuple else []
@@ -260,10 +215,6 @@ def encode(value: Any, plain: Plain) -> str | None:
     if not plain.stdlib:
         return None
     try:
-        if _compiled_write is not None:  # what the standard library's encoder writes, faster
-            written = _compiled_write(value)
-            if written is not None:
-                return written
         if _stdlib_encode is not None:
             return "".join(_stdlib_encode(value, 0))
     except ValueError:  # an integer with more digits than int->str allows

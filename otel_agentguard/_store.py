@@ -29,8 +29,6 @@ _MAX_EVICTIONS_PER_CALL = 32
 
 
 class SessionStore(Generic[T]):
-    # Slots: the compiled span paths load the entries, the times seen, the lock and the clock at
-    # every step's start, where an attribute lookup would cost more than the read.
     __slots__ = ("_entries", "_seen", "_lock", "_on_evict", "_pinned", "_max", "_idle", "_clock", "_warned_full")
 
     def __init__(

@@ -28,10 +28,10 @@ form as the earlier length-prefixed one made equal (see
 tests/test_fingerprint_regression.py). Plain dicts with string keys and lists of
 str/int/float/bool/None are written inline, one Python frame per level, with
 quoted keys remembered (a small dict of scalars, the usual tool arguments,
-without the walk's bookkeeping at all); where the package was built with a C
-compiler, plain containers whose form is what ``json.dumps`` writes are written
-whole in C instead, small ones too (see :mod:`otel_agentguard._plain_json`). The
-keyed BLAKE2b state (with the tool name already fed) is built once and copied.
+without the walk's bookkeeping at all); larger plain containers whose form is
+what ``json.dumps`` writes are written whole by orjson or the standard library's
+encoder (see :mod:`otel_agentguard._plain_json`). The keyed BLAKE2b state (with
+the tool name already fed) is built once and copied.
 
 Only values whose content can be read without running application code are
 canonicalised (see :mod:`otel_agentguard._readable`); any other object is
@@ -205,9 +205,8 @@ _MAX_TEXT = 4 << 20  # characters of long strings plus bytes of buffers read per
 # Strings up to this long are read in full and not counted against _MAX_TEXT: with at most
 # _MAX_NODES values per call their total is bounded anyway, and counting them costs the hot path.
 _SHORT_TEXT = 256
-# Containers are offered to the bulk encoder before the walk reads them; where the check runs
-# in Python (nothing compiled), only those with this many entries or more: smaller ones are
-# cheaper to walk than to check.
+# Containers are offered to the bulk encoder before the walk reads them, only those with this
+# many entries or more: smaller ones are cheaper to walk than to check.
 _BULK_MIN = 8
 _MAX_LABELS = 8192  # quoted keys remembered, for all tools together
 _MAX_LABEL_CHARS = 64  # longer keys are quoted each time, never remembered
@@ -316,13 +315,8 @@ class _Canonicalizer:
 
     def small(self, value: dict[Any, Any]) -> tuple[str, tuple[str, ...]] | None:
         """The form of a small exact dict under plain string keys, and its sorted keys, written
-        without the walk's bookkeeping: by the compiled check and writer where the package has
-        them (nested values too, a few hundred), else here when every value is a short scalar
-        (no cycle, depth or budget can be reached). None for any other dict, which the walk
-        then writes."""
-        form = _plain_json.compiled_small_form(value, self._special)
-        if form is not None:  # (the check found every key an exact str)
-            return form, tuple(sorted(value))
+        without the walk's bookkeeping when every value is a short scalar (no cycle, depth or
+        budget can be reached). None for any other dict, which the walk then writes."""
         if not _STR_ONLY.issuperset(map(type, value)):  # an exact dict's own iterator: no application code
             return None
         entries = sorted(dict.items(value))  # exact str keys, unique: values are never compared
@@ -535,7 +529,7 @@ class _Canonicalizer:
         :mod:`otel_agentguard._plain_json`); None to walk it here. Spends the same budgets."""
         if not self.bulk or walk.bulk_left <= 0:
             return None
-        if len(value) < _BULK_MIN and _plain_json._compiled_check is None:
+        if len(value) < _BULK_MIN:
             return None  # small containers are cheaper to walk than to check in Python
         plain = _plain_json.check(value, depth, walk.left, walk.text_left, self._special)
         if type(plain) is int:
@@ -792,13 +786,13 @@ class Fingerprinter:
         self._key = _derive_key(key) if key is not None else None
         # The tool name is part of the call: the same arguments to two tools differ.
         self._prefix = f"{len(tool_name)}:{tool_name}|".encode("utf-8", "surrogatepass")
-        # (base it was built from, result, arguments, and the two as seeds of the compiled keyed hash)
-        self._states: tuple[Any, Any, Any, bytes, bytes] | None = None
+        # (the base it was built from, the result's state, the arguments' state)
+        self._states: tuple[Any, Any, Any] | None = None
 
-    def _hash_states(self) -> tuple[Any, Any, Any, bytes, bytes]:
-        """(the base it was built from, the result's state, the arguments' state, and the two as seeds
-        of the compiled keyed hash), for the current key: one tuple, read once, so that another
-        thread's rebuild cannot mix two keys' states in one answer."""
+    def _hash_states(self) -> tuple[Any, Any, Any]:
+        """(the base it was built from, the result's state, the arguments' state) for the current
+        key: one tuple, read once, so that another thread's rebuild cannot mix two keys' states
+        in one answer."""
         base: Any = _process_state() if self._key is None else None  # the process key's state
         states = self._states
         if states is not None and states[0] is base:
@@ -807,9 +801,7 @@ class Fingerprinter:
         result = base if self._key is None else hashlib.blake2b(key=key, digest_size=_DIGEST_BYTES)
         arguments = result.copy()
         arguments.update(self._prefix)
-        # The key's length, the key and the prefix: where the compiled keyed hash starts.
-        seed = bytes((len(key),)) + key
-        states = (base, result, arguments, seed, seed + self._prefix)
+        states = (base, result, arguments)
         self._states = states
         return states
 
@@ -861,12 +853,6 @@ class Fingerprinter:
             return states[2] if arguments else states[1]  # type: ignore[no-any-return]
         states = self._hash_states()
         return states[2] if arguments else states[1]  # type: ignore[no-any-return]
-
-    def hash_seed(self, *, arguments: bool) -> bytes:
-        """What the compiled keyed hash starts a fingerprint of arguments (else of a result) from: the
-        key's length (one byte), the key and the prefix hash_state has taken in."""
-        states = self._hash_states()
-        return states[4] if arguments else states[3]
 
     def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
         """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""

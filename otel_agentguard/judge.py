@@ -5,27 +5,19 @@ The live span processor and the offline replay both feed steps to
 raised, at the same sequence numbers. The judge must see steps in sequence
 order; live spans end out of order (parallel tool calls), so the processor
 puts them back in order with a :class:`SequenceBuffer` first.
-
-Where the package was built with a C compiler, :meth:`SessionJudge.observe` hands the usual step
-to a compiled twin of its pass first (``_judge_pass.c``): the accounting, and each built-in probe's
-pass where it raises nothing, calling the probe's own ``observe`` where it may raise an alert. The
-Python pass is the reference; the tests hold the two to the same alerts and state.
 """
 
 from __future__ import annotations
 
 import heapq
 import threading
-from array import array
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.policy import Policy, Profile
-from otel_agentguard.pricing import Price, PriceTable
 from otel_agentguard.probes import LONGEST_CYCLE, Alert, Probe, ProbeFactory, SessionTotals, all_probes
 from otel_agentguard.steps import MODEL, TOOL, Step
 
@@ -146,10 +138,6 @@ class SessionJudge:
 
     def observe(self, step: Step) -> list[Alert]:
         """Account for one step (in sequence order) and return the alerts it raised."""
-        if _compiled is not None:  # the same pass, compiled, for the usual judge and step
-            found = _compiled.observe(self, step)
-            if found is not None:
-                return found  # type: ignore[no-any-return]  # the module is typed in _judge_pass.pyi
         self._account(step)
         raised: list[Alert] = []
         totals = self.totals
@@ -165,15 +153,6 @@ class SessionJudge:
         if raised:
             self.alerts.extend(raised)
         return raised
-
-    def _observe_one(self, probe: Probe, step: Step) -> list[Alert] | None:
-        """One probe's pass, as :meth:`observe` runs it: the compiled pass calls it for a probe
-        that may raise an alert."""
-        try:
-            return probe.observe(step, self.totals)
-        except Exception as exc:  # deliberate: a failing probe is disabled, the others carry on
-            self._probe_failed(probe, exc)
-            return None
 
     def _probe_failed(self, probe: Probe, exc: Exception) -> None:
         """A probe raised: it is disabled for this session (the others carry on), and reported."""
@@ -375,52 +354,3 @@ class SequenceBuffer:
                 if not skipped:
                     self._skipped = None
                 return ready
-
-
-# --- the compiled pass -----------------------------------------------------------------------
-
-
-def compiled_configuration() -> tuple[Any, ...]:
-    """What the compiled pass (``_judge_pass.c``) is configured with: the classes whose slots
-    it reads and writes, the built-in probes and what the Python code above takes from their
-    modules."""
-    from otel_agentguard import probes
-    from otel_agentguard.probes import (
-        budget,
-        cycle,
-        error_streak,
-        fake_completion,
-        no_progress,
-        output_repetition,
-        tool_loop,
-    )
-
-    return (
-        SessionJudge, SessionTotals, Step, TOOL, MODEL, "write", array, probes._NO_WORDS,
-        (fake_completion.FakeCompletion, output_repetition.OutputRepetition, tool_loop.ToolLoop, cycle.Cycle,
-         no_progress.NoProgress, error_streak.ErrorStreak, budget.BudgetExceeded),
-        (probes.FAKE_COMPLETION_FIRED, probes.OUTPUT_REPETITION_FIRED, probes.TOOL_LOOP_FIRED, probes.CYCLE_FIRED,
-         probes.NO_PROGRESS_FIRED, probes.ERROR_STREAK_FIRED),
-        _LAST_ACTIONS * _ACTION_FIELDS, LONGEST_CYCLE, no_progress._MAX_STATES, probes.NO_CALL, Policy, PriceTable,
-    )
-
-
-def _compiled_pass() -> ModuleType | None:
-    """The compiled pass, configured, when the package was built with it."""
-    try:
-        from otel_agentguard import _judge_pass
-    except ImportError:  # built without a C compiler, or a free-threaded Python: the methods above
-        return None
-    try:
-        _judge_pass.configure(*compiled_configuration())
-    except (TypeError, RuntimeError):  # classes it cannot read, or configured already (a reload)
-        return None
-    try:  # a model the price table priced before is costed from its cache (where a method is replaced, it runs)
-        _judge_pass.price_reads(Price, ((PriceTable, "cost", vars(PriceTable)["cost"]),
-                                        (PriceTable, "price", vars(PriceTable)["price"])))
-    except (TypeError, RuntimeError):  # a table it cannot read, or set already (a reload): the method costs it
-        pass
-    return _judge_pass
-
-
-_compiled = _compiled_pass()

@@ -30,7 +30,6 @@ from otel_agentguard.policy import Policy
 from otel_agentguard.probes import Alert
 from otel_agentguard.probes.budget import DISPOSAL as BUDGET_DISPOSAL
 from otel_agentguard.session_resolution import session_of_current_call
-from otel_agentguard.span_stamp import add_event
 from otel_agentguard.steps import Step
 from otel_agentguard.verdict_writer import alert_attributes, write_alerts
 
@@ -169,7 +168,7 @@ class LiveEnforcement:
             span = session.session_span
             if span is not None and span.is_recording():
                 if injected is not None:
-                    add_event(span, A.STALL_EVENT, alert_attributes(injected))
+                    span.add_event(A.STALL_EVENT, alert_attributes(injected))
                 span.set_attributes({A.ENFORCED: True,
                                      A.STOP_REASON: choose_stop_reason(judge.alerts, interrupt=session.interrupt)})
             elif injected is not None:

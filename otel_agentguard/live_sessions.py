@@ -56,8 +56,8 @@ _NO_ALERTS: list[Alert] = []  # never written: what judging no step raised
 class LiveSessions:
     """The sessions one processor judges, bounded by ``max_sessions`` and ``idle_timeout_s``."""
 
-    # What every step span reads, in slots (the compiled span paths load them); the rest in the
-    # instance dict, where a method may also be patched on one object.
+    # What every step span reads, in slots; the rest in the instance dict, where a method may also
+    # be patched on one object.
     __slots__ = ("store", "lone", "payloads", "__dict__", "__weakref__")
 
     def __init__(self, policy: Policy, enforcing: bool, verdicts: VerdictWriter, metrics: GuardMetrics,

@@ -7,10 +7,7 @@ agent that is stuck sends the very same text again and again: a guard
 fingerprints each distinct text once per tool (and key), then remembers it.
 The memory is bounded (entries, and characters per text: longer texts and
 values that are not text are fingerprinted every time) and forgets its older
-half when full. Where the package was built with a C compiler and orjson is
-installed, ``arguments`` and ``result`` are compiled (``_payload_memory.c``):
-they look a usual text up, and fingerprint and remember it on a miss, with no
-Python frame, and leave anything else to the methods below, the reference.
+half when full.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from otel_agentguard import _json_text_form, fingerprint
+from otel_agentguard import _json_text_form
 from otel_agentguard._json_text import decode_payload
 from otel_agentguard.fingerprint import Fingerprinter, is_empty, key_epoch
 
@@ -72,11 +69,6 @@ def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> 
     """A payload's fingerprint (of arguments, else of a result) and whether it is an empty result:
     from the form orjson writes when it can, else through the reference walk."""
     if type(raw) is str and raw[:1] in _JSON_CONTAINER_START:
-        small = _json_text_form.fingerprint_of_small_text
-        if small is not None and len(raw) <= _MAX_REMEMBERED_CHARS:  # most payloads: one C call
-            found = small(raw, fingerprinter.special_keys, fingerprinter.hash_seed(arguments=arguments), not arguments)
-            if found is not None:
-                return found
         written = (_json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
                    if len(raw) <= _MAX_WRITTEN_CHARS and _json_text_form.available() else None)
         if written is not None:
@@ -96,43 +88,6 @@ def _newer_half(entries: dict[Any, Any]) -> dict[Any, Any]:
     except RuntimeError:  # another thread added one meanwhile: start afresh
         return {}
 
-
-_python_arguments, _python_result = PayloadFingerprints.arguments, PayloadFingerprints.result
-
-
-def _compiled_methods() -> tuple[Any, Any] | None:
-    """arguments and result compiled (``_payload_memory.c``), where the package was built with them
-    and the one-call fingerprint they use is at hand: for a usual text they do what the methods
-    above do with no Python frame, and call those, with the same arguments, for anything else."""
-    small = _json_text_form.fingerprint_of_small_text
-    if small is None:
-        return None
-    try:
-        from otel_agentguard import _payload_memory
-    except ImportError:  # built without a C compiler, or a free-threaded Python: the methods above
-        return None
-    try:
-        return _payload_memory.methods({
-            "payloads": PayloadFingerprints, "fingerprinter": Fingerprinter,
-            "canonicalizer": fingerprint._Canonicalizer, "fingerprint_globals": vars(fingerprint),
-            "small_text": small, "max_chars": _MAX_REMEMBERED_CHARS,
-            "arguments": _python_arguments, "result": _python_result,
-            # Where one of these is replaced, the methods above run. (The limits are read once.)
-            "pins": ((vars(_json_text_form), "fingerprint_of_small_text", small),
-                     (globals(), "_fingerprint_of", _fingerprint_of), (globals(), "key_epoch", key_epoch),
-                     (PayloadFingerprints, "_fingerprint", vars(PayloadFingerprints)["_fingerprint"]),
-                     (Fingerprinter, "hash_seed", vars(Fingerprinter)["hash_seed"]),
-                     (Fingerprinter, "hash_state", vars(Fingerprinter)["hash_state"]),
-                     (Fingerprinter, "special_keys", vars(Fingerprinter)["special_keys"]),
-                     (fingerprint._Canonicalizer, "special_keys", vars(fingerprint._Canonicalizer)["special_keys"])),
-        })
-    except (TypeError, RuntimeError):  # fields it cannot read, or made already (a reload): the methods above
-        return None
-
-
-_compiled = _compiled_methods()
-if _compiled is not None:  # the live guard and replay fingerprint every raw payload of a foreign span
-    PayloadFingerprints.arguments, PayloadFingerprints.result = _compiled  # type: ignore[method-assign]
 
 #: Fingerprints every text afresh (steps derived from model spans, hand-built steps).
 NO_MEMORY = PayloadFingerprints(max_entries=0)

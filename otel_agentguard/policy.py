@@ -251,8 +251,7 @@ _PRICE_KEYS = tuple(keys_in(PRICE_SECTION))
 class Policy:
     """A compiled policy. Immutable after construction; safe to share across threads."""
 
-    # What the compiled judge reads at every step, in slots; the rest in the instance dict (a
-    # subclass keeps the same layout).
+    # What the judge reads at every step, in slots; the rest in the instance dict.
     __slots__ = ("prices", "finish_tool", "__dict__", "__weakref__")
 
     def __init__(

@@ -14,14 +14,6 @@ Most spans of a service are no agent step: a span with none of the attributes
 that make a step or name a session costs one set test and the context's session
 lookup, and is stamped only when it runs inside a session.
 
-Where the package was built with a C compiler, ``on_start`` and ``on_end``
-themselves, the start of a session span, and the start and end of a step span
-in a live session or of a lone call (observe mode, the SDK's own spans), run in
-``_span_paths.c``, a compiled twin of these methods and of
-:meth:`~AgentGuardSpanProcessor._start_marked` and
-:meth:`~AgentGuardSpanProcessor._session_span_ended` that leaves everything
-else to them, having changed nothing.
-
 Threading contract (the SDK's): ``on_start`` and ``on_end`` run synchronously
 on the thread that starts or ends the span, from any number of threads. They
 never raise: the SDK's multi-processor has no try/except, so an exception here
@@ -36,19 +28,16 @@ import math
 import os
 import time
 import weakref
-from types import ModuleType
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode
+from opentelemetry.trace import StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors, _registry
 from otel_agentguard import attributes as A
-from otel_agentguard._context import SESSION_KEY, SessionContext
 from otel_agentguard._enforce import Intervention
 from otel_agentguard._store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
 from otel_agentguard.attributes import SESSION_ID  # a module global: read for every span
@@ -66,13 +55,11 @@ from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.policy import Policy, coerce_policy
 from otel_agentguard.session_resolution import (
     SESSION_ATTRIBUTES,
-    SESSION_BAGGAGE,
     current_context,
     named_session,
     session_in_context,
     span_attributes,
 )
-from otel_agentguard.span_stamp import stamp_starting, writes_as_the_sdk
 from otel_agentguard.steps import (
     KIND_OF_OPERATION,
     STEP_KIND_ATTRIBUTES,
@@ -81,8 +68,7 @@ from otel_agentguard.steps import (
     step_from_attributes,
     step_kind,
 )
-from otel_agentguard.tool_calls import REQUESTED_CALL_ATTRIBUTES
-from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes, write_alerts
+from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
 
 logger = logging.getLogger(__name__)
 
@@ -116,10 +102,6 @@ class AgentGuardSpanProcessor(SpanProcessor):
         max_sessions: most sessions judged at once (LRU beyond it; running ones are kept).
         idle_timeout_s: a session without a span for this long is ended.
     """
-
-    # What every span reads, in slots (the compiled span paths load them); the SDK's base class
-    # gives the instances a dict for the rest.
-    __slots__ = ("policy", "_sessions", "_enforcement")
 
     def __init__(
         self,
@@ -167,11 +149,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._duplicates = DuplicateSpans()
 
     # --- SpanProcessor -----------------------------------------------------------
-    # on_start and on_end run for every span of the service, most of them no agent's: where the
-    # package was built with a C compiler, compiled twins take their place in the class (see the
-    # end of this module) and call these, the reference, for anything unusual. Their common case
-    # is written inline here too (an SDK span's attribute dict read as span_attributes reads it),
-    # since a Python call costs as much as the rest of what they do for such a span.
+    # on_start and on_end run for every span of the service, most of them no agent's.
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             try:
@@ -181,9 +159,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if type(attrs) is not dict:
                 attrs = span_attributes(span)
             if not _MARKERS.isdisjoint(attrs):
-                # A step in a live session, started by the compiled twin of _start_marked where it can.
-                if _compiled_start is None or not _compiled_start(self, span, attrs, parent_context):
-                    self._start_marked(span, attrs, parent_context)
+                self._start_marked(span, attrs, parent_context)
                 return
             # Neither a step nor naming a session: it joins the context's session, if any.
             if parent_context is None:
@@ -191,7 +167,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if parent_context:  # else an empty context: a trace's root span without baggage
                 session_id = session_in_context(parent_context)
                 if session_id is not None:
-                    stamp_starting(span, {SESSION_ID: session_id})
+                    span.set_attributes({SESSION_ID: session_id})
             if self._enforcement is not None:
                 self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
@@ -207,9 +183,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 attrs = span_attributes(span)
             session_id = attrs.get(SESSION_ID)
             if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
-                # A step of a live session, ended by the compiled twin of _session_span_ended where it can.
-                if _compiled_end is None or not _compiled_end(self, span, attrs, session_id):
-                    self._session_span_ended(span, attrs, session_id)
+                self._session_span_ended(span, attrs, session_id)
         except Exception as exc:  # deliberate: never raise into the user's span.end()
             _internal_errors.report("processor.on_end", exc)
 
@@ -244,7 +218,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
-        # One write for all stamps (see span_stamp: the SDK's validation is the costly part).
+        # One write for all stamps.
         stamps: dict[str, AttributeValue] = {}
         if attrs.get(A.SESSION_ID) != session_id:  # absent, or a foreign non-string value
             stamps[A.SESSION_ID] = session_id
@@ -254,13 +228,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
             # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
             if stamps:
-                stamp_starting(span, stamps)
+                span.set_attributes(stamps)
             return
         # (A root span has no recording parent: its context holds no valid span.)
         if kind is not None and span.parent is not None and \
                 (step := enclosing_step(kind, attrs, parent_context)) is not None:
             stamps[A.NESTED_STEP] = True
-            stamp_starting(span, stamps)
+            span.set_attributes(stamps)
             self._duplicates.remember(span, step)
             return
         if implicit and span.parent is None and self._enforcement is None:
@@ -269,7 +243,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             sequence = self._sessions.start_lone_call(session_id, attrs, span.start_time or time.time_ns())
             if sequence is not None:
                 stamps[A.SEQUENCE] = sequence
-                stamp_starting(span, stamps)
+                span.set_attributes(stamps)
                 return
         session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
         if is_session_span and session.session_span is None:
@@ -277,7 +251,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if kind is not None:
             stamps[A.SEQUENCE] = session.start_step()
         if stamps:
-            stamp_starting(span, stamps)
+            span.set_attributes(stamps)
 
     # --- end -------------------------------------------------------------------------------
     def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
@@ -398,114 +372,6 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def live_session_count(self) -> int:
         """Lock-free (a signal handler may ask); a running lone call counts as a live session."""
         return len(self._store) + sum(type(entry) is tuple for entry in list(self._sessions.lone.values()))
-
-
-# --- the compiled span paths ----------------------------------------------------------------
-
-
-def _reads_as_the_sdk(kind: type) -> bool:
-    """Whether the compiled start may read a span of this class as the SDK keeps its fields."""
-    return (writes_as_the_sdk(kind) and getattr(kind, "parent", None) is vars(ReadableSpan)["parent"]
-            and getattr(kind, "start_time", None) is vars(ReadableSpan)["start_time"]
-            and getattr(kind, "get_span_context", None) is vars(Span)["get_span_context"])
-
-
-def compiled_span_paths_configuration() -> dict[str, Any]:
-    """What the compiled span paths (``_span_paths.c``) are configured with: the classes whose
-    fields they read and write, and what :meth:`AgentGuardSpanProcessor._start_marked`,
-    :meth:`~AgentGuardSpanProcessor._session_span_ended` and the methods of :class:`LiveSessions`
-    they stand for take from their modules."""
-    from otel_agentguard import judge, live_session, live_sessions, session_resolution, steps
-
-    return {
-        "processor": AgentGuardSpanProcessor, "sessions": LiveSessions, "store": SessionStore, "session": LiveSession,
-        "counter": live_session.SequenceCounter, "buffer": judge.SequenceBuffer, "step": Step, "context": Context,
-        "session_context": SessionContext, "attributes": BoundedAttributes, "non_recording_span": NonRecordingSpan,
-        "readable_span": ReadableSpan, "span_context": SpanContext, "status": Status,
-        "names": (A.VERDICT, A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.NESTED_STEP, A.SEQUENCE, A.OP_INVOKE_AGENT),
-        "session_attributes": SESSION_ATTRIBUTES, "session_baggage": SESSION_BAGGAGE,
-        "kind_of_operation": KIND_OF_OPERATION, "tool": TOOL, "status_error": StatusCode.ERROR,
-        "context_keys": (SESSION_KEY, session_resolution._BAGGAGE_KEY, session_resolution._SPAN_KEY),
-        "current_context": current_context, "enclosing_step": enclosing_step, "reads_as_the_sdk": _reads_as_the_sdk,
-        "report": _internal_errors.report, "step_failed": "processor.step", "write_alerts": write_alerts,
-        "judge_observe": judge._compiled.observe if judge._compiled is not None else None,
-        "tool_step": steps._compiled.tool_step if steps._compiled is not None else None,
-        "model_step": steps._compiled.model_step if steps._compiled is not None else None,
-        "numbering_globals": vars(live_session), "numbering_name": "_numbering",
-        "response_id": A.GEN_AI_RESPONSE_ID, "requested_call_attributes": REQUESTED_CALL_ATTRIBUTES,
-        # The functions each path stands for or calls round, as they are now: where one is replaced
-        # (a test injecting a fault, a patch of the user's), the Python methods run instead.
-        "start_pins": _pins((AgentGuardSpanProcessor, "_start_marked"), (globals(), "named_session"),
-                            (globals(), "session_in_context"), (globals(), "enclosing_step"),
-                            (globals(), "stamp_starting"), (vars(session_resolution), "current_context"),
-                            (LiveSessions, "open"), (SessionStore, "get"), (LiveSession, "start_step"),
-                            (LiveSession, "attach_span"), (vars(trace), "format_trace_id"),
-                            (SpanContext, "span_id")),
-        "end_pins": _pins((AgentGuardSpanProcessor, "_session_span_ended"), (AgentGuardSpanProcessor, "_ended_in"),
-                          (AgentGuardSpanProcessor, "_lone_call_ended"), (globals(), "step_kind"),
-                          (LiveSessions, "asks_for_no_calls"),
-                          (AgentGuardSpanProcessor, "_step"), (globals(), "step_from_attributes"),
-                          (vars(steps), "_compiled"), (LiveSessions, "peek"), (LiveSessions, "step_ended"),
-                          (LiveSessions, "_observe"), (vars(live_sessions), "write_alerts"),
-                          (vars(live_sessions), "same_response"), (vars(live_sessions), "records_requested_calls"),
-                          (LiveSession, "is_session_span"), (LiveSession, "step_span_ended"),
-                          (judge.SequenceBuffer, "push"), (judge.SessionJudge, "observe"), (vars(judge), "_compiled"),
-                          (vars(_internal_errors), "report"),
-                          # Read at their fields: the span's context's span_id, its status's code.
-                          (SpanContext, "span_id"), (Status, "status_code")),
-    }
-
-
-def _pins(*where: tuple[Any, str]) -> tuple[tuple[Any, str, Any], ...]:
-    """(namespace, name, what it holds now) for each (a module's globals or a class, name)."""
-    return tuple((namespace, name, (namespace if isinstance(namespace, dict) else vars(namespace))[name])
-                 for namespace, name in where)
-
-
-def _compiled_span_paths() -> ModuleType | None:
-    """The compiled span paths, configured, when the package was built with them."""
-    try:
-        from otel_agentguard import _span_paths
-    except ImportError:  # built without a C compiler, or a free-threaded Python: the methods above
-        return None
-    try:
-        _span_paths.configure(compiled_span_paths_configuration())
-    except (TypeError, RuntimeError):  # classes they cannot read, or configured already (a reload)
-        return None
-    return _span_paths
-
-
-_span_paths_module = _compiled_span_paths()
-_compiled_start = _span_paths_module.start_marked if _span_paths_module is not None else None
-_compiled_end = _span_paths_module.end_in_session if _span_paths_module is not None else None
-
-
-_python_on_start, _python_on_end = AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end
-
-
-def _compiled_hooks(span_paths: ModuleType) -> tuple[Any, Any]:
-    """on_start and on_end compiled: they do what the Python methods do for the processor's own
-    class in observe mode, and call those, with the same arguments, for anything else."""
-    return span_paths.hooks({  # type: ignore[no-any-return]
-        "on_start": _python_on_start, "on_end": _python_on_end,
-        # (A step's marker first: its operation's name.)
-        "markers": (A.GEN_AI_OPERATION_NAME, *sorted(_MARKERS - {A.GEN_AI_OPERATION_NAME})),
-        "session_in_context": session_in_context,
-        # As for the span paths: where one of these is replaced, the Python methods run.
-        "start_pins": _pins((globals(), "_compiled_start"), (globals(), "current_context"),
-                            (globals(), "session_in_context"), (globals(), "stamp_starting"),
-                            (vars(_internal_errors), "report")),
-        "end_pins": _pins((globals(), "_compiled_end"), (vars(_internal_errors), "report")),
-    })
-
-
-if _span_paths_module is not None:
-    # The SDK calls these two for every span of the service, most of them no agent's.
-    try:
-        AgentGuardSpanProcessor.on_start, AgentGuardSpanProcessor.on_end = (  # type: ignore[method-assign]
-            _compiled_hooks(_span_paths_module))
-    except (TypeError, RuntimeError):  # what they cannot read, or made already (a reload): the methods above
-        pass
 
 
 def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:

@@ -9,17 +9,12 @@ step) or an inference operation such as ``chat`` (a model step). Spans of
 OpenLLMetry and OpenInference that lack that attribute are recognised by
 their own span-kind attributes. Where a value comes from (first match wins)
 is part of the public contract and mirrored in each helper below.
-
-Every step of a live guard and of a replay is read here, so the usual attributes
-are read by a compiled twin of the two readers (``_step_reader.c``) where the
-package was built with one; tests hold it to the Python functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, fields
-from types import ModuleType
+from dataclasses import dataclass
 from typing import Any, cast
 
 from otel_agentguard import _ranges
@@ -29,7 +24,7 @@ from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionSummary, summarize
 from otel_agentguard.session_resolution import named_session
-from otel_agentguard.tool_calls import REPLY_KEYS, requested_call_count
+from otel_agentguard.tool_calls import requested_call_count
 
 TOOL = "tool"
 MODEL = "model"
@@ -96,7 +91,7 @@ def step_kind(attrs: Mapping[str, Any]) -> str | None:
     """TOOL, MODEL or None, from the attributes alone (cheap: called per span)."""
     operation = attrs.get(A.GEN_AI_OPERATION_NAME)
     if operation is not None:
-        if type(operation) is str:  # the usual case (and the compiled replay reader's)
+        if type(operation) is str:  # the usual case
             return KIND_OF_OPERATION.get(operation)
         if operation == A.OP_EXECUTE_TOOL:
             return TOOL
@@ -140,22 +135,9 @@ def step_from_attributes(
     payloads: PayloadFingerprints = NO_MEMORY,
 ) -> Step:
     """The step a span's attributes describe. ``payloads``: where raw tool arguments and
-    results are fingerprinted (a live guard remembers the texts it saw).
-
-    Where the package was built with its C reader, that reader makes the step from the values
-    spans usually hold, and leaves any other to the Python functions below, the reference."""
-    compiled = _compiled if type(attrs) is dict else None
+    results are fingerprinted (a live guard remembers the texts it saw)."""
     if kind == TOOL:
-        if compiled is not None:
-            step: Step | None = compiled.tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns,
-                                                   status_error, payloads)
-            if step is not None:
-                return step
         return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error, payloads)
-    if compiled is not None:
-        step = compiled.model_step(attrs, session_id, sequence, start_ns, end_ns)
-        if step is not None:
-            return step
     return _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
 
 
@@ -387,79 +369,3 @@ def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
     text = (attrs.get("gen_ai.completion.0.content") or attrs.get("llm.output_messages.0.message.content")
             or attrs.get("output.value") or attrs.get("ai.response.text"))
     return text if isinstance(text, str) else ""
-
-
-# --- the compiled reader ---------------------------------------------------------------------
-
-
-def compiled_keys() -> dict[str, str | tuple[str, ...]]:
-    """Every attribute the two step readers above read, by the name the compiled reader
-    (``_step_reader.c``) gives it; a group is read in its order, as the readers above read it.
-    (A test holds the readers above to reading no other attribute where the compiled one reads.)"""
-    return {
-        "tool_name": A.GEN_AI_TOOL_NAME,
-        "tool_args_fingerprint": A.TOOL_ARGS_FINGERPRINT,
-        "tool_result_fingerprint": A.TOOL_RESULT_FINGERPRINT,
-        "tool_result_empty": A.TOOL_RESULT_EMPTY,
-        "error_type": A.ERROR_TYPE,
-        "tool_effect": A.TOOL_EFFECT,
-        "final_claims": A.FINAL_CLAIMS,
-        "response_tool_calls": A.RESPONSE_TOOL_CALLS,
-        "output_messages": A.GEN_AI_OUTPUT_MESSAGES,
-        "ai_tool_calls": "ai.response.toolCalls",
-        "output_repetition": A.OUTPUT_REPETITION,
-        "final_claim_rule": A.FINAL_CLAIM_RULE,
-        "final_claim_clause": A.FINAL_CLAIM_CLAUSE,
-        "input_tokens": A.GEN_AI_USAGE_INPUT_TOKENS,
-        "output_tokens": A.GEN_AI_USAGE_OUTPUT_TOKENS,
-        "raw_arguments": _RAW_ARGUMENTS,
-        "raw_result": _RAW_RESULT,
-        "model_names": (A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL, "llm.model_name"),
-        "finish_reasons": (A.GEN_AI_RESPONSE_FINISH_REASONS, "gen_ai.completion.0.finish_reason", "llm.finish_reason"),
-        "answer_text": ("gen_ai.completion.0.content", "llm.output_messages.0.message.content", "output.value",
-                        "ai.response.text"),
-        "legacy_input_tokens": tuple(A.LEGACY_INPUT_TOKENS),
-        "legacy_output_tokens": tuple(A.LEGACY_OUTPUT_TOKENS),
-        "reply_keys": REPLY_KEYS,
-    }
-
-
-def compiled_configuration() -> tuple[Any, ...] | None:
-    """What the compiled reader is configured with: the :class:`Step` class, its fields and their
-    defaults, the attributes read, and what the readers above take from their modules. None when
-    a field's default is made by a factory, which the reader (it sets plain defaults) cannot do."""
-    step_fields = fields(Step)
-    if any(field.default_factory is not MISSING for field in step_fields):
-        return None
-    return (
-        Step, tuple(field.name for field in step_fields),
-        tuple(None if field.default is MISSING else field.default for field in step_fields),
-        compiled_keys(), TOOL, MODEL, FINAL_FINISH_REASONS, TOOL_FINISH_REASONS, *_EFFECTS, _ranges.MAX_COUNT,
-        tool_name, RepetitionSummary.from_attribute,
-    )
-
-
-def _compiled_reader() -> ModuleType | None:
-    """The compiled step reader (``_step_reader.c``), configured, when the package was built
-    with it; it reads the usual attributes and leaves the others to the functions above."""
-    try:
-        from otel_agentguard import _step_reader
-    except ImportError:  # built without a C compiler, or a free-threaded Python: the functions above
-        return None
-    configuration = compiled_configuration()
-    if configuration is None:
-        return None
-    try:
-        _step_reader.configure(*configuration)
-    except (TypeError, RuntimeError):  # a Step it cannot write, or configured already (a reload)
-        return None
-    try:  # the policy's fingerprinter cache and tool contracts, read without calling its methods
-        # (where one of them is replaced, the method runs)
-        _step_reader.policy_reads(Policy, ((Policy, "fingerprinter", vars(Policy)["fingerprinter"]),
-                                           (Policy, "effect", vars(Policy)["effect"])))
-    except (TypeError, RuntimeError):  # set already (a reload): the methods are called
-        pass
-    return _step_reader
-
-
-_compiled = _compiled_reader()

@@ -32,7 +32,6 @@ from otel_agentguard._providers import GuardTracer
 from otel_agentguard._registry import active_policy
 from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.span_stamp import stamp
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SKIPPED_PARAMETERS = ("self", "cls")
@@ -179,6 +178,6 @@ def _record_error(span: Span, exc: BaseException) -> None:
 def _record_result(span: Span, tool_name: str, result: Any, policy: Any) -> None:
     try:
         if span.is_recording():
-            stamp(span, tool_result_attributes(tool_name, result, policy))
+            span.set_attributes(tool_result_attributes(tool_name, result, policy))
     except Exception as exc:  # deliberate
         _internal_errors.report("tool.result", exc)

@@ -20,7 +20,6 @@ from otel_agentguard import attributes as A
 from otel_agentguard.judge import Verdict
 from otel_agentguard.live_session import LiveSession
 from otel_agentguard.probes import Alert, SessionTotals
-from otel_agentguard.span_stamp import add_event, stamp
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ def write_alerts(session: LiveSession, alerts: list[Alert]) -> None:
     span = session.session_span
     if span is not None and span.is_recording():
         for alert in alerts:
-            add_event(span, A.STALL_EVENT, alert_attributes(alert))
+            span.add_event(A.STALL_EVENT, alert_attributes(alert))
     else:
         session.pending_alerts += tuple(alerts)
 
@@ -89,8 +88,8 @@ class VerdictWriter:
     def on_session_span(self, span: Any, verdict: Verdict, alerts: list[Alert]) -> None:
         """The last alerts and the verdict on the still-open session span (under the session's lock)."""
         for alert in alerts:
-            add_event(span, A.STALL_EVENT, alert_attributes(alert))
-        stamp(span, self.attributes(verdict))
+            span.add_event(A.STALL_EVENT, alert_attributes(alert))
+        span.set_attributes(self.attributes(verdict))
 
     def verdict_span(self, session_id: str, last_context: SpanContext | None, verdict: Verdict,
                      alerts: list[Alert]) -> None:
@@ -110,5 +109,5 @@ class VerdictWriter:
         attributes = {A.VERDICT: True, A.SESSION_ID: session_id, **self.attributes(verdict)}
         span = self._tracer.start_span(VERDICT_SPAN_NAME, context=parent, attributes=attributes)
         for alert in alerts:
-            add_event(span, A.STALL_EVENT, alert_attributes(alert))
+            span.add_event(A.STALL_EVENT, alert_attributes(alert))
         span.end()

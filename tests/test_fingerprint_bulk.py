@@ -1,30 +1,21 @@
-"""The bulk path (a C encoder writing plain JSON values) writes exactly what the reference
-walker writes, byte for byte, with orjson, the compiled writer or the standard library's
-encoder, with the plain-JSON check compiled and in Python; and it never reads anything but
-exact builtins."""
+"""The bulk path (orjson or the standard library's encoder writing plain JSON values) writes
+exactly what the reference walker writes, byte for byte; and it never reads anything but exact
+builtins."""
 
 from __future__ import annotations
 
 import enum
-import json
 import math
 import re
 import sys
-import weakref
 from typing import Any
 
 import pytest
-from compiled_modules import skip_unless_built
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_agentguard import _plain_json
 from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
-
-try:
-    from otel_agentguard import _plain_check
-except ImportError:  # built without a C compiler: its tests skip (or fail, see _skip_unless_compiled)
-    _plain_check = None  # type: ignore[assignment]
 
 PROPS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -94,40 +85,16 @@ def _walks(value: Any, text_left: int | None = None) -> tuple[_Walk, _Walk]:
     return walk_fast, walk_reference
 
 
-def _skip_unless_compiled() -> None:
-    skip_unless_built(_plain_json._compiled_check is not None, "otel_agentguard._plain_check",
-                      "the check runs in Python")
-
-
-def _use_check(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain-JSON check compiled (when the package was built with a C compiler) or in Python
-    (as where it was not: then there is no compiled writer either)."""
-    if which == "compiled check":
-        _skip_unless_compiled()
-    else:
-        monkeypatch.setattr(_plain_json, "_compiled_check", None)
-        monkeypatch.setattr(_plain_json, "_compiled_write", None)
-
-
-@pytest.fixture(params=["compiled check", "check in Python"])
-def checker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    _use_check(request.param, monkeypatch)
-    return str(request.param)
-
-
-# Who writes the form of a value the check accepts: orjson, else the compiled writer (which comes
-# with the compiled check), else the standard library's encoder (where nothing is compiled).
-@pytest.fixture(params=[("orjson", "compiled check"), ("compiled writer", "compiled check"),
-                        ("orjson", "check in Python"), ("stdlib", "check in Python")], ids=", ".join)
+# Who writes the form of a value the check accepts: orjson where installed, else the standard
+# library's encoder.
+@pytest.fixture(params=["orjson", "stdlib"])
 def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    writer, check = request.param
-    if writer == "orjson":
+    if request.param == "orjson":
         if not _plain_json._orjson_agrees:
             pytest.skip("orjson is not installed (or disagrees with the reference and is not used)")
     else:
         monkeypatch.setattr(_plain_json, "_orjson_agrees", False)
-    _use_check(check, monkeypatch)
-    return f"{writer}, {check}"
+    return str(request.param)
 
 
 @PROPS
@@ -284,25 +251,6 @@ def test_small_arguments_with_long_text_odd_numbers_and_noise_get_the_reference_
         assert Fingerprinter("tool", key=b"k").result(value) == _reference_fingerprinter().result(value)
 
 
-def test_small_plain_arguments_are_written_whole_by_the_compiled_writer(monkeypatch: pytest.MonkeyPatch) -> None:
-    _skip_unless_compiled()
-    written: list[Any] = []
-    write = _plain_json._compiled_write
-    assert write is not None
-
-    def spy(value: Any, numbers: bool = False) -> str | None:
-        written.append(value)
-        return write(value, numbers)
-
-    monkeypatch.setattr(_plain_json, "_compiled_write", spy)
-    # Strings spelled as numbers and integral floats too: the writer spells them as the form does.
-    for arguments in ({"order_id": "A-1001", "amount": 42.5, "items": [{"sku": "x", "qty": 2}]},
-                      {"order_id": "1001", "amount": 42.0, "rate": "1.50e1", "zero": "-0"}):
-        written.clear()
-        assert Fingerprinter("tool", key=b"k").arguments(arguments) == _reference_fingerprinter().arguments(arguments)
-        assert written == [arguments]  # one call for the whole value: no walk in Python
-
-
 def _general_table(items: dict[str, Any]) -> dict[Any, Any]:
     """A dict with only str keys whose key table once held another kind of key."""
     value: dict[Any, Any] = {0: 0}
@@ -394,24 +342,22 @@ def _accepted(value: Any, entries_left: int = 50_000, text_left: int = 4 << 20, 
 
 
 @pytest.mark.parametrize("spelled", ["1e+5", "1E-3", "-0.5e-7", "0", "-12.5", "1e5"])
-def test_strings_spelled_as_numbers_with_signed_exponents_are_left_to_the_walker(checker: str, spelled: str) -> None:
+def test_strings_spelled_as_numbers_with_signed_exponents_are_left_to_the_walker(spelled: str) -> None:
     assert _accepted([spelled]) is None
     assert _accepted([spelled[:-1] + "x"]) is not None  # one character off: text
 
 
-def test_a_number_spelling_is_read_up_to_400_characters(checker: str) -> None:
+def test_a_number_spelling_is_read_up_to_400_characters() -> None:
     assert _accepted(["9" * 400]) is None  # a number, as the reference writes it
-    # Past 400 the reference quotes it: the compiled check accepts it, the Python one leaves it
-    # to the walker; both lead to the reference's form.
-    assert checker == "check in Python" or _accepted(["9" * 401]) is not None
+    # Past 400 the reference quotes it: the check leaves it to the walker, which writes that form.
     value = {"n": "9" * 401, "m": "9" * 400, **{str(i): i for i in range(8)}}
     fast, reference = _both(value)
     assert fast == reference
 
 
-def test_many_huge_digit_strings_get_the_reference_form(checker: str) -> None:
+def test_many_huge_digit_strings_get_the_reference_form() -> None:
     # 6,400 references to one 20 MB digit string: 128 GB if a check joined them, 128 GB of digits
-    # if it read each spelling in full. Both checks charge the text budget first and give up.
+    # if it read each spelling in full. The check charges the text budget first and give up.
     huge = "9" * 20_000_000
     value = {str(i): [huge] * 8 for i in range(800)}
     assert _accepted(value) is None
@@ -419,14 +365,14 @@ def test_many_huge_digit_strings_get_the_reference_form(checker: str) -> None:
     assert fast == reference
 
 
-def test_the_depth_bound_is_64_levels(checker: str) -> None:
+def test_the_depth_bound_is_64_levels() -> None:
     assert _accepted(_nested(63)) is not None  # the innermost list at depth 63
     assert _accepted(_nested(64)) is None
     assert _accepted(_nested(62), depth=1) is not None
     assert _accepted(_nested(63), depth=1) is None
 
 
-def test_the_value_budget_allows_exactly_what_is_left(checker: str) -> None:
+def test_the_value_budget_allows_exactly_what_is_left() -> None:
     plain = _accepted([0] * 50_000)
     assert plain is not None and plain.entries == 50_000
     assert _accepted([0] * 50_001) is None
@@ -440,7 +386,7 @@ def test_the_value_budget_allows_exactly_what_is_left(checker: str) -> None:
 
 
 @pytest.mark.parametrize("others", [[], [1, 2.5]])
-def test_strings_over_256_characters_count_against_the_text_budget(checker: str, others: list[Any]) -> None:
+def test_strings_over_256_characters_count_against_the_text_budget(others: list[Any]) -> None:
     short = _accepted(["x" * 256, *others])
     assert short is not None and short.text == 0
     long = _accepted(["x" * 257, *others])
@@ -452,170 +398,9 @@ def test_strings_over_256_characters_count_against_the_text_budget(checker: str,
     assert walk_fast.text_left == walk_reference.text_left == 1000 - 257
 
 
-def test_orjson_writes_floats_only_from_1e_minus_4_up(checker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_orjson_writes_floats_only_from_1e_minus_4_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_plain_json, "_orjson_agrees", True)  # what the check says, orjson or not
     for writes, floats in ((True, [1e-4, 0.5, -1e-4, 1e15 + 0.5]), (False, [9.99e-5]),
                            (False, [1.5e-5]), (False, [-1.5e-5]), (False, [math.inf]), (False, [math.nan])):
         plain = _accepted(floats)
         assert plain is not None and plain.orjson is writes, floats
-
-
-# --- the compiled check -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def compiled_only() -> None:
-    _skip_unless_compiled()
-
-
-# (Without number-like strings over 400 characters too: the Python check leaves them to the walker.)
-text_without_nul = text.filter(lambda s: "\x00" not in s and not (len(s) > 400 and s[0] in "-0123456789"))
-str_keyed = st.recursive(
-    st.none() | st.booleans() | integers | floats | text_without_nul,
-    lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
-    | st.dictionaries(text_without_nul | st.sampled_from(["trace_id", "urls", "a"]), children, max_size=12),
-    max_leaves=60,
-)
-
-
-@pytest.mark.usefixtures("compiled_only")
-@PROPS
-@given(value=str_keyed, special=st.sampled_from([frozenset(), DEFAULT_NOISE_KEYS, frozenset({"urls", "a"})]),
-       depth=st.sampled_from([0, 1, 60]), entries_left=st.sampled_from([50_000, 40, 8]),
-       text_left=st.sampled_from([1 << 22, 600, 0]), orjson_ok=st.booleans())
-def test_the_compiled_check_decides_as_the_python_check(value: Any, special: frozenset[str], depth: int,
-                                                         entries_left: int, text_left: int, orjson_ok: bool) -> None:
-    # On values whose keys are strings and whose strings hold no NUL (where the Python check, to
-    # be safe, turns away more), both accept the same values and count the same budgets spent.
-    if type(value) not in (dict, list, tuple):
-        value = [value]
-    compiled = _plain_json._compiled_check(value, depth, entries_left, text_left, special, orjson_ok)
-    saved = _plain_json._orjson_agrees
-    _plain_json._orjson_agrees = orjson_ok
-    try:
-        python = _plain_json.check_in_python(value, depth, entries_left, text_left, special)
-    finally:
-        _plain_json._orjson_agrees = saved
-    if isinstance(python, _plain_json.Plain):
-        assert compiled == (python.entries, python.text, python.orjson)
-    else:
-        assert type(compiled) is int
-
-
-@pytest.mark.usefixtures("compiled_only")
-def test_the_compiled_check_bounds_its_work_on_hostile_values() -> None:
-    looped: list[Any] = [None, None]
-    looped[0] = looped[1] = looped  # 2**64 paths: the value budget ends the walk
-    selfish: dict[str, Any] = {}
-    selfish["me"] = selfish
-    for hostile in (looped, [selfish] * 9, _nested(100_000), [list(range(60_000))], {"k": ["x" * (5 << 20)]}):
-        assert type(_plain_json._compiled_check(hostile, 0, 50_000, 4 << 20, frozenset(), True)) is int
-    # Subclasses of every builtin it reads are turned away (the walker reads them its own way).
-    for odd in (Key("a"), Number(3), Listish(), Mapping(), Colour.RED, 2.5j, b"x", object()):
-        assert type(_plain_json._compiled_check([odd], 0, 50_000, 4 << 20, frozenset(), True)) is int
-    assert type(_plain_json._compiled_check([{Key("k"): 1}], 0, 50_000, 4 << 20, frozenset(), True)) is int
-    assert _plain_json._compiled_check("not a container", 0, 50_000, 4 << 20, frozenset(), True) == 64
-    assert _plain_json._compiled_check([[]], 64, 50_000, 4 << 20, frozenset(), True) == 64
-    with pytest.raises(TypeError):
-        _plain_json._compiled_check([], 0, 50_000, 4 << 20, {"a"}, True)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        _plain_json._compiled_check([], -1, 50_000, 4 << 20, frozenset(), True)
-
-
-@pytest.mark.usefixtures("compiled_only")
-def test_the_compiled_check_remembers_verified_noise_key_sets_without_confusing_them() -> None:
-    # Forty sets in turn (more than it remembers), each twice: every answer is that set's own.
-    sets = [frozenset({f"noise{i}"}) for i in range(40)]
-    for _ in range(2):
-        for i, special in enumerate(sets):
-            assert type(_plain_json._compiled_check([{f"noise{i}": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int
-            assert type(_plain_json._compiled_check([{"kept": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is tuple
-    # A set it has let go of is released (it holds no reference that would keep it alive).
-    seen: list[bool] = []
-    value = [{"kept": 1}] * 9
-    doomed = frozenset({"doomed"})
-    ref = weakref.ref(doomed, lambda _: seen.append(True))
-    _plain_json._compiled_check(value, 0, 50_000, 4 << 20, doomed, True)
-    del doomed
-    for special in sets[:16]:  # pushes it out of what is remembered
-        assert type(_plain_json._compiled_check(value, 0, 50_000, 4 << 20, special, True)) is tuple
-    assert ref() is None and seen == [True]
-
-
-class _Compared(str):
-    comparisons: list[object] = []
-    __hash__ = str.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        _Compared.comparisons.append(other)
-        return False
-
-
-@pytest.mark.usefixtures("compiled_only")
-def test_the_compiled_check_leaves_noise_keys_that_are_not_exact_strings_to_python() -> None:
-    # Looking a key up among them could run their __eq__ (Python code, which could change the value
-    # being read under the C walk): the compiled check gives up before reading anything.
-    exact = frozenset({"a", "b"})  # verified once and remembered: another set is looked at afresh
-    assert type(_plain_json._compiled_check([{"c": 1}] * 9, 0, 50_000, 4 << 20, exact, True)) is tuple
-    special = frozenset({_Compared("a"), "b"})
-    _Compared.comparisons.clear()
-    assert type(_plain_json._compiled_check([{"a": 1}] * 9, 0, 50_000, 4 << 20, special, True)) is int
-    assert _Compared.comparisons == []
-    value = [{"a": 1, "c": 2}] * 9
-    fast = Fingerprinter("tool", noise_keys=frozenset({"b"}), key=b"k")
-    fast._canonical = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}))
-    reference = _Canonicalizer(frozenset({"b"}), frozenset({_Compared("z")}), bulk=False)
-    assert fast.canonical(value) == reference.form(value)
-
-
-# --- the compiled writer ------------------------------------------------------------------------
-
-# Exact builtins with str keys: what the check hands the writer (and NaN, infinities and integers
-# of any width; the writer leaves those beyond 64 bits to the standard library's encoder).
-writable = st.recursive(
-    scalars,
-    lambda children: st.lists(children, max_size=12) | st.tuples(children, children)
-    | st.dictionaries(text, children, max_size=12),
-    max_leaves=60,
-)
-
-
-def _stdlib_form(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _holds_wide_int(value: Any) -> bool:
-    if type(value) is int:
-        return not -(2**63) <= value < 2**63
-    children = value.values() if type(value) is dict else value if type(value) in (list, tuple) else ()
-    return any(_holds_wide_int(child) for child in children)
-
-
-@pytest.mark.usefixtures("compiled_only")
-@PROPS
-@given(value=writable)
-def test_the_compiled_writer_writes_what_the_standard_librarys_encoder_writes(value: Any) -> None:
-    written = _plain_check.write(value)
-    if _holds_wide_int(value):
-        # Left to the standard library: converting a wider int checks for signals, and a signal
-        # handler is Python code that could change the value under the writer.
-        assert written is None
-    else:
-        assert written == _stdlib_form(value)
-
-
-@pytest.mark.usefixtures("compiled_only")
-def test_the_compiled_writer_escapes_every_character_as_the_standard_library_does() -> None:
-    every = "".join(map(chr, range(0x800))) + "\ud800\udfff\U0001f600\U0010ffff"
-    assert _plain_check.write({every: [every]}) == _stdlib_form({every: [every]})
-    one_by_one = [f"a{chr(c)}b" for c in range(0x80)]  # ASCII strings are copied unless one needs an escape
-    assert _plain_check.write(one_by_one) == _stdlib_form(one_by_one)
-
-
-@pytest.mark.usefixtures("compiled_only")
-@pytest.mark.parametrize("value", [Key("k"), [Number(3)], Listish([1]), [Mapping(a=1)], {Key("k"): 1}, {1: 2},
-                                   [Colour.RED], [b"x"], {"a": {1, 2}}, _nested(65), [2**63], {"a": -(2**63) - 1}],
-                         ids=repr)
-def test_the_compiled_writer_leaves_anything_but_exact_builtins_and_str_keys_to_others(value: Any) -> None:
-    assert _plain_check.write(value) is None
-    assert _plain_check.write(_nested(64)) == _stdlib_form(_nested(64))

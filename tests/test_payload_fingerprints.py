@@ -9,12 +9,11 @@ import math
 from typing import Any
 
 import pytest
-from compiled_modules import assert_frees_what_it_takes, python_code_run, skip_unless_built
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agentguard import _json_text, _json_text_form, _plain_json, fingerprint, payload_fingerprints
-from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, is_empty
+from otel_agentguard import _json_text, _json_text_form, fingerprint
+from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, is_empty
 from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
 
 PROPS = settings(max_examples=500, deadline=None,
@@ -48,48 +47,19 @@ def reference(tool: Fingerprinter, raw: str) -> tuple[str, str, bool]:
     return walker.arguments(value).fingerprint, walker.result(value), is_empty(value)
 
 
-# Who writes the form of a text: one compiled call that decodes, writes and hashes a short text
-# (where the package has it), else the compiled writer (small values), else orjson; the compiled
-# writer, else orjson; orjson alone (as where nothing is compiled); the reference walker (no orjson).
-@pytest.fixture(params=["one compiled call, else", "compiled, else orjson", "orjson", "walker"])
+# Who writes the form of a text: orjson (where installed and writing the form), or the reference walker.
+@pytest.fixture(params=["orjson", "walker"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param != "walker" and not _json_text_form.available():
+    if request.param == "orjson" and not _json_text_form.available():
         pytest.skip("orjson is not installed (or writes another form)")
-    if request.param in ("one compiled call, else", "compiled, else orjson"):
-        skip_unless_built(_json_text_form.fingerprint_of_small_text is not None, "otel_agentguard._plain_check",
-                          "orjson writes every form")
-    if request.param != "one compiled call, else":
-        monkeypatch.setattr(_json_text_form, "fingerprint_of_small_text", None)
-    if request.param == "orjson":
-        monkeypatch.setattr(_plain_json, "_compiled_write", None)
     if request.param == "walker":
         monkeypatch.setattr(_json_text_form, "available", lambda: False)
     return str(request.param)
 
 
-def _compiled_methods() -> None:
-    """Skip (or fail) unless the compiled payload methods are in place."""
-    skip_unless_built(payload_fingerprints._compiled is not None or _json_text_form.fingerprint_of_small_text is None,
-                      "otel_agentguard._payload_memory", "the Python methods remember")
-    if payload_fingerprints._compiled is None:
-        pytest.skip("no one-call fingerprint (orjson is not installed, or writes another form)")
-
-
-# Who remembers: the compiled arguments and result (where the package has them), or the Python
-# methods they stand for.
-@pytest.fixture(params=["compiled methods", "python methods"])
-def methods(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "compiled methods":
-        _compiled_methods()
-    else:
-        monkeypatch.setattr(PayloadFingerprints, "arguments", payload_fingerprints._python_arguments)
-        monkeypatch.setattr(PayloadFingerprints, "result", payload_fingerprints._python_result)
-    return str(request.param)
-
-
 @PROPS
 @given(value=containers, spell=spellings, unordered=st.booleans())
-def test_payload_fingerprints_equal_the_reference_walkers(writer: str, methods: str, value: Any, spell: Any,
+def test_payload_fingerprints_equal_the_reference_walkers(writer: str, value: Any, spell: Any,
                                                           unordered: bool) -> None:
     raw = spell(value)
     tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset({"tags"}) if unordered else frozenset())
@@ -109,17 +79,10 @@ def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() ->
                 '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
         noise = DEFAULT_NOISE_KEYS
         assert _json_text_form.form_of_json_text(raw, noise) is None, raw
-    # Small values go to the compiled writer (where the package has it), which also writes floats
-    # orjson spells otherwise, integral floats and strings spelled as numbers (below 1e16), and
-    # nesting up to the walk's own bound; orjson's own path is looser.
-    compiled = _plain_json._compiled_write is not None
-    for raw in ('[1e-07]', '[' * 64 + ']' * 64, '{"id": "4e2"}', '[-1.0]', '[1.0]', '["-0", "1.50", 9999999999999998.0]'):
-        written = _json_text_form.form_of_json_text(raw, plain)
-        assert (written is not None) is compiled, raw
-        if written is not None:
-            assert written[0].decode() == _Canonicalizer(plain, plain, bulk=False).form(json.loads(raw)), raw
-        big = raw[:-1] + ", 0" * 300 + "]"  # over the small size: orjson's path
-        assert _json_text_form.form_of_json_text(big, plain) is None, raw
+    # Floats orjson spells otherwise, integral floats, and nesting that may reach the walk's bound:
+    # the walker writes those.
+    for raw in ('[1e-07]', '[' * 64 + ']' * 64, '[-1.0]', '[1.0]'):
+        assert _json_text_form.form_of_json_text(raw, plain) is None, raw
     # A noise key's name inside a string is no key: orjson still writes that form.
     assert _json_text_form.form_of_json_text('{"note": "{\\"trace_id\\": 1}"}', DEFAULT_NOISE_KEYS) is not None
 
@@ -146,7 +109,7 @@ def test_json_text_loads_like_the_standard_library() -> None:
     assert math.isinf(_json_text.loads("[1e400]")[0])
 
 
-def test_remembered_fingerprints_follow_a_key_change(methods: str) -> None:
+def test_remembered_fingerprints_follow_a_key_change() -> None:
     tool = Fingerprinter("search")
     payloads = PayloadFingerprints()
     raw = '{"order": "A-1"}'
@@ -161,7 +124,7 @@ def test_remembered_fingerprints_follow_a_key_change(methods: str) -> None:
         fingerprint.set_fingerprint_key(None)
 
 
-def test_remembering_is_bounded(methods: str) -> None:
+def test_remembering_is_bounded() -> None:
     tool = Fingerprinter("search")
     payloads = PayloadFingerprints(max_entries=8)
     texts = [json.dumps({"n": index}) for index in range(50)]
@@ -209,26 +172,7 @@ def test_an_empty_result_is_told_as_the_reference_tells_it(writer: str, value: A
 
 
 
-@pytest.mark.parametrize("key", [None, b"a key of this fingerprinter's own"])
-def test_one_compiled_call_fingerprints_a_plain_payload_as_the_form_and_keyed_hash_do(key: bytes | None) -> None:
-    small = _json_text_form.fingerprint_of_small_text
-    skip_unless_built(small is not None or not _json_text_form.available(), "otel_agentguard._plain_check",
-                      "orjson writes every form")
-    if small is None:
-        pytest.skip("orjson is not installed (or writes another form)")
-    tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset(), key=key)
-    raw = '{"order_id": "A-1", "page": 2, "filters": {"status": ["open", "late"]}, "note": " "}'
-    for arguments in (True, False):
-        written = _json_text_form.form_of_json_text(raw, tool.special_keys)
-        assert written is not None
-        expected = (tool.digest_of_form(written[0], arguments=arguments), False)
-        # Hashed by the compiled keyed hash from the fingerprinter's seed, or by a copy of its hashlib state.
-        for start in (tool.hash_seed(arguments=arguments), tool.hash_state(arguments=arguments)):
-            assert small(raw, tool.special_keys, start, not arguments) == expected
-    assert small('{"a": [], "b": " "}', tool.special_keys, tool.hash_seed(arguments=False), True)[1] is True
-
-
-def test_remembered_payload_fingerprints_follow_a_rotated_key(writer: str, methods: str) -> None:
+def test_remembered_payload_fingerprints_follow_a_rotated_key(writer: str) -> None:
     tool = Fingerprinter("search")
     raw = '{"order_id": "A-1"}'
     remembered = PayloadFingerprints()
@@ -241,109 +185,3 @@ def test_remembered_payload_fingerprints_follow_a_rotated_key(writer: str, metho
         assert second != first and second == reference(tool, raw)[0]
     finally:
         fingerprint.set_fingerprint_key(None)
-
-
-# --- the compiled methods ------------------------------------------------------------------------
-
-
-# Hits, misses, texts the one call refuses (noise key, NaN, long text, a wide int), texts it never
-# takes (a scalar, too long to remember, no str), and the same texts again.
-ODD_PAYLOADS: list[Any] = [
-    '{"order_id": "A-1", "qty": 2}', '[1, "2", 3.0]', '{"trace_id": "t", "a": 1}', '[NaN]', '["' + "x" * 300 + '"]',
-    "[18446744073709551616]", '"text"', "7", "", "[" + "0," * 600 + "0]", {"a": 1}, b"[1]", None,
-    '{"order_id": "A-1", "qty": 2}', '{"status": "ok", "items": []}', " [1]", '{"a": {"b": [true, null]}}',
-    '{"items": [], "note": " "}', "[]",
-]
-
-
-def test_the_compiled_methods_remember_what_the_python_methods_remember() -> None:
-    _compiled_methods()
-    tool = Fingerprinter("search", DEFAULT_NOISE_KEYS, frozenset({"tags"}))
-    compiled, python = PayloadFingerprints(max_entries=6), PayloadFingerprints(max_entries=6)
-    for round_ in range(3):  # the memory fills, forgets its older half, and fills again
-        for raw in ODD_PAYLOADS + [f'{{"round": {round_}, "n": {n}}}' for n in range(5)]:
-            assert compiled.arguments(tool, raw) == payload_fingerprints._python_arguments(python, tool, raw), raw
-            assert compiled.result(tool, raw) == payload_fingerprints._python_result(python, tool, raw), raw
-            assert compiled._remembered == python._remembered, raw
-    assert PayloadFingerprints.arguments is not payload_fingerprints._python_arguments
-
-
-def test_the_compiled_methods_fingerprint_a_usual_text_with_no_python_frame() -> None:
-    _compiled_methods()
-    tool = Fingerprinter("search")
-    payloads = PayloadFingerprints()
-    tool.hash_state(arguments=True)  # (its states are built on first use, by Python)
-
-    def a_miss_then_a_hit() -> None:
-        for _ in range(2):
-            payloads.arguments(tool, '{"order_id": "A-1", "page": 2}')
-            payloads.result(tool, '{"status": "ok", "items": [{"sku": "12", "qty": 1.0}]}')
-
-    _, ran = python_code_run(a_miss_then_a_hit)
-    assert [code for code in ran if "otel_agentguard" in code.co_filename] == []
-    assert len(payloads._remembered) == 2
-
-
-def test_the_compiled_methods_leave_anything_unusual_to_the_python_methods(monkeypatch: pytest.MonkeyPatch) -> None:
-    _compiled_methods()
-    tool, raw = Fingerprinter("search"), '{"order_id": "A-1"}'
-    seen: list[Any] = []
-
-    class Counting(PayloadFingerprints):
-        __slots__ = ()
-
-        def _fingerprint(self, fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> tuple[str, bool]:
-            seen.append(("subclass", raw))
-            return super()._fingerprint(fingerprinter, raw, arguments)
-
-    class OwnFingerprinter(Fingerprinter):
-        __slots__ = ()
-
-    assert Counting().arguments(tool, raw) == reference(tool, raw)[0]
-    assert seen == [("subclass", raw)]
-    own = OwnFingerprinter("search")
-    payloads = PayloadFingerprints()
-    assert payloads.arguments(own, raw) == reference(own, raw)[0]
-    assert (own, raw, True) in payloads._remembered  # remembered by the Python method
-    assert payloads.result(fingerprinter=tool, raw=raw) == reference(tool, raw)[1:]
-    with pytest.raises(TypeError):
-        payloads.arguments(tool)  # type: ignore[call-arg]
-
-    python_fingerprint_of = payload_fingerprints._fingerprint_of
-
-    def replaced(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> tuple[str, bool]:
-        seen.append(("replaced", raw))
-        return python_fingerprint_of(fingerprinter, raw, arguments)
-
-    monkeypatch.setattr(payload_fingerprints, "_fingerprint_of", replaced)
-    assert PayloadFingerprints().arguments(tool, raw) == reference(tool, raw)[0]
-    assert seen[-1] == ("replaced", raw)
-    monkeypatch.undo()
-    # So does a method the Python methods call, or one whose work the compiled ones do themselves.
-    monkeypatch.setattr(PayloadFingerprints, "_fingerprint", lambda self, tool, raw, arguments: ("patched", False))
-    assert PayloadFingerprints().arguments(tool, raw) == "patched"
-    monkeypatch.undo()
-    monkeypatch.setattr(Fingerprinter, "hash_seed", lambda self, arguments: b"\x00")  # no key, no prefix
-    assert PayloadFingerprints().arguments(tool, raw) == payload_fingerprints._python_arguments(NO_MEMORY, tool, raw)
-
-
-def test_the_compiled_methods_free_what_they_take() -> None:
-    _compiled_methods()
-    tool = Fingerprinter("search")
-    texts = [f'{{"n": {n}, "s": "{n}"}}' for n in range(40)] + ODD_PAYLOADS
-
-    def run() -> None:
-        payloads = PayloadFingerprints(max_entries=16)
-        for raw in texts * 3:
-            payloads.arguments(tool, raw)
-            payloads.result(tool, raw)
-
-    assert_frees_what_it_takes(run)
-
-
-def test_the_compiled_methods_are_made_once() -> None:
-    _compiled_methods()
-    from otel_agentguard import _payload_memory
-
-    with pytest.raises(RuntimeError, match="made once"):  # a reload of the module keeps the Python methods
-        _payload_memory.methods({})

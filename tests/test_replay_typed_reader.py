@@ -20,13 +20,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 pytest.importorskip("msgspec")  # the fast extra; `make test` installs it
 
-from compiled_modules import skip_unless_built
 from test_replay_fuzz import OTLP_DOCUMENT, VALUES
 
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.policy import coerce_policy
-from otel_agentguard.replay import InputError, _typed_otlp, otlp, sources
+from otel_agentguard.replay import InputError, otlp, sources
 from otel_agentguard.replay._typed_otlp import read_line
 from otel_agentguard.replay.otlp import decode_read_attributes, decode_value
 from otel_agentguard.replay.sources import read_files
@@ -35,27 +34,6 @@ FOREIGN = Path(__file__).parent / "data" / "foreign"
 RECORDED = sorted(FOREIGN.glob("*.jsonl"))
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 POLICY = coerce_policy(None)
-
-
-def _skip_unless_compiled() -> None:
-    skip_unless_built(_typed_otlp.read_attributes is not _typed_otlp._attributes,
-                      "otel_agentguard.replay._typed_attributes", "attributes are decoded in Python")
-
-
-@pytest.fixture(params=["compiled parser", "compiled decoder", "python decoder"], autouse=True)
-def attribute_decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test here runs with each reader of a span's attributes: the compiled parser of their
-    JSON text and the compiled decoder of their records (where the package was built with them),
-    and the Python decoder of their records, which is what runs without a C compiler (there with
-    the Python reader of the span's other fields, here with the compiled one)."""
-    if request.param != "python decoder":
-        _skip_unless_compiled()
-    if request.param != "compiled parser":
-        monkeypatch.setattr(_typed_otlp, "parse_attributes", None)
-    if request.param == "python decoder":
-        monkeypatch.setattr(_typed_otlp, "read_attributes", _typed_otlp._attributes)
-        monkeypatch.setattr(_typed_otlp, "read_span_facts", _typed_otlp._read_span)
-    return str(request.param)
 
 
 def _read(path: Path, typed: bool, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -32,7 +32,6 @@ from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.policy import Policy
 from otel_agentguard.repetition import RepetitionMonitor
 from otel_agentguard.session_resolution import current_context, enclosing_session
-from otel_agentguard.span_stamp import stamp
 from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
@@ -258,7 +257,7 @@ class ModelCall:
         try:
             if result is not None and self.span.is_recording():
                 # The guard's policy only judges a final answer's claims: not looked up otherwise.
-                stamp(self.span, response_attributes(result, self.guard.policy if result.final else None,
+                self.span.set_attributes(response_attributes(result, self.guard.policy if result.final else None,
                                                      capture=self._capture))
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))

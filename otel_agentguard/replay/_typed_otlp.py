@@ -3,11 +3,7 @@
 The reference reader parses a line into dicts (orjson or the standard library), then decodes
 each span's attributes out of them: two dicts per attribute made, read and freed. Here msgspec
 decodes the line into small typed records holding only what the collector reads, which takes
-about 40 % less time per span than parsing, decoding and freeing the dicts. Where the package
-was built with its C module, msgspec leaves each span's attributes as their JSON text and the
-module parses the usual shapes straight into the span's dict, with no record per attribute, and
-reads the span's other fields too (30 % fewer instructions to read a line); an attribute in any
-other shape has the line decoded into records instead.
+about 40 % less time per span than parsing, decoding and freeing the dicts.
 
 It takes only lines in the usual shape, and only when the result is certain to be the
 reference reader's: an id, time or count the reference reader would refuse, a value it would
@@ -19,8 +15,7 @@ recorded until the whole line has been read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -29,7 +24,7 @@ from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
 from otel_agentguard.replay import otlp
 from otel_agentguard.replay.otlp import ReadSpan, counts_in_range, decode_value, session_facts
-from otel_agentguard.steps import KIND_OF_OPERATION, step_kind
+from otel_agentguard.steps import step_kind
 
 # Every class below is decoded from JSON, which has no cycles: the garbage collector need not track them.
 
@@ -56,37 +51,30 @@ class _Status(msgspec.Struct, gc=False):
     code: Any = None
 
 
-# A span's attributes: decoded into records, or left as their JSON text for the compiled parser.
-_Attributes = TypeVar("_Attributes")
-
-
-class _Span(msgspec.Struct, Generic[_Attributes], gc=False):
+class _Span(msgspec.Struct, gc=False):
     traceId: Any = None
     spanId: Any = None
     parentSpanId: Any = None
     name: Any = None
     startTimeUnixNano: Any = None
     endTimeUnixNano: Any = None
-    # None when absent; msgspec.Raw takes no union with None, so the records' type names it.
-    attributes: _Attributes = None  # type: ignore[assignment]
+    attributes: list[_KeyValue] | None = None
     status: _Status | None = None
 
 
-class _ScopeSpans(msgspec.Struct, Generic[_Attributes], gc=False):
-    spans: list[_Span[_Attributes]] | None = None
+class _ScopeSpans(msgspec.Struct, gc=False):
+    spans: list[_Span] | None = None
 
 
-class _ResourceSpans(msgspec.Struct, Generic[_Attributes], gc=False):
-    scopeSpans: list[_ScopeSpans[_Attributes]] | None = None
+class _ResourceSpans(msgspec.Struct, gc=False):
+    scopeSpans: list[_ScopeSpans] | None = None
 
 
-class _Request(msgspec.Struct, Generic[_Attributes], gc=False):
-    resourceSpans: list[_ResourceSpans[_Attributes]] | None = None
+class _Request(msgspec.Struct, gc=False):
+    resourceSpans: list[_ResourceSpans] | None = None
 
 
-_decode = msgspec.json.Decoder(_Request[list[_KeyValue] | None]).decode
-# The attributes as their JSON text, for the compiled parser (which reads a null too).
-_decode_text = msgspec.json.Decoder(_Request[msgspec.Raw]).decode
+_decode = msgspec.json.Decoder(_Request).decode
 # How the exporters (this package's and the Collector's file exporter) start a line; any other
 # line, whatever it is, goes to the reference reader, which tells the formats apart.
 _LINE_START = b'{"resourceSpans":'
@@ -94,10 +82,6 @@ _LINE_START = b'{"resourceSpans":'
 
 class _Unusual(Exception):
     """Not the usual shape: the reference reader reads the line."""
-
-
-class _Unparsed(Exception):
-    """Attributes beyond the compiled parser: the line is decoded into records and read from them."""
 
 
 # What reading a line may raise: msgspec refusing it, a value the reference reader would refuse
@@ -116,28 +100,20 @@ def read_line(line: bytes, path: str) -> list[ReadSpan] | None:
             # msgspec checks the UTF-8 of what it decodes, not of the members it skips (a span's
             # events, its resource): the whole line is checked as the standard library reads it.
             line.decode("utf-8", "surrogatepass")
-        if parse_attributes is not None:
-            try:
-                return _read_request(_decode_text(line), parse_attributes, path)
-            except _Unparsed:
-                pass  # decoded into records below
-        return _read_request(_decode(line), read_attributes, path)
+        return _read_request(_decode(line), path)
     except _LEFT_TO_THE_REFERENCE:
         return None
 
 
-def _read_request(request: _Request[Any], read: Callable[[Any, dict[str, str], dict[str, bool]], dict[str, Any]],
-                  path: str) -> list[ReadSpan]:
-    """The spans of a decoded line, their attributes read by ``read`` (from records, or from text)."""
+def _read_request(request: _Request, path: str) -> list[ReadSpan]:
+    """The spans of a decoded line."""
     shared: dict[str, str] = {}
-    kept = otlp._KEPT  # noqa: SLF001 - the readers' shared memory of unlisted keys
-    read_span = read_span_facts
-    return [read_span(span, read(span.attributes, shared, kept), path, shared)
+    return [_read_span(span, _attributes(span.attributes, shared), path, shared)
             for resource in request.resourceSpans or ()
             for scope in resource.scopeSpans or () for span in scope.spans or ()]
 
 
-def _read_span(span: _Span[Any], attrs: dict[str, Any], path: str, shared: dict[str, str]) -> ReadSpan:
+def _read_span(span: _Span, attrs: dict[str, Any], path: str, shared: dict[str, str]) -> ReadSpan:
     """``shared``: the strings of this line kept once (the decoder makes a string per occurrence,
     and a replay keeps what it reads to the end: a trace's spans share their trace and parent ids,
     a session's spans its id and tool names)."""
@@ -168,11 +144,9 @@ def _read_span(span: _Span[Any], attrs: dict[str, Any], path: str, shared: dict[
     return kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, session_id, run
 
 
-def _attributes(items: list[_KeyValue] | None, shared: dict[str, str], kept: dict[str, bool]) -> dict[str, Any]:
+def _attributes(items: list[_KeyValue] | None, shared: dict[str, str]) -> dict[str, Any]:
     """As :func:`otlp.decode_read_attributes` decodes them (every value checked, the read ones kept);
-    the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once.
-    ``kept`` must be ``otlp._KEPT``, the memory :func:`otlp.is_read_key` fills: the compiled twin of
-    this function reads it directly, this one through that function."""
+    the values of keys that repeat them across spans (:data:`otlp.REPEATED_VALUE_KEYS`) kept once."""
     decoded: dict[str, Any] = {}
     if not items:
         return decoded
@@ -219,50 +193,3 @@ def _attributes(items: list[_KeyValue] | None, shared: dict[str, str], kept: dic
         if wanted:
             decoded[key] = inner
     return decoded
-
-
-_Reader = Callable[[Any, dict[str, str], dict[str, bool]], dict[str, Any]]
-
-
-def _compiled() -> tuple[_Reader, _Reader] | None:
-    """:func:`_attributes` compiled (``_typed_attributes.c``), when the package was built with it:
-    the reader of records, and the parser of the attributes' JSON text."""
-    try:
-        from otel_agentguard.replay import _typed_attributes
-    except ImportError:  # built without a C compiler, or a free-threaded Python: the loop above
-        return None
-    try:
-        _typed_attributes.configure(_KeyValue, _AnyValue, otlp.SHARED_READ_KEYS, otlp.REPEATED_VALUE_KEYS,
-                                    otlp.is_read_key, otlp.decode_array, decode_value, UNSET, _Unparsed)
-    except (TypeError, AttributeError):  # records it cannot read through their slots (another msgspec)
-        return None
-    return _typed_attributes.read, _typed_attributes.parse
-
-
-_COMPILED = _compiled()
-#: The attributes of one span from its records: compiled where built, else :func:`_attributes`
-#: (the reference of both).
-read_attributes: _Reader = _COMPILED[0] if _COMPILED else _attributes
-#: The same from the attributes' JSON text, where built: no records made for the usual shapes, and
-#: :class:`_Unparsed` for the others (the line is then decoded into records).
-parse_attributes: _Reader | None = _COMPILED[1] if _COMPILED else None
-
-
-def _compiled_span_reader() -> Callable[[_Span[Any], dict[str, Any], str, dict[str, str]], ReadSpan] | None:
-    """:func:`_read_span` compiled, where built: it calls the same helpers, or does what they do
-    (:func:`counts_in_range`, and the usual cases of :func:`step_kind` and :func:`session_facts`)."""
-    try:
-        from otel_agentguard.replay import _typed_attributes
-
-        _typed_attributes.configure_spans(
-            _Span, _Status, step_kind, KIND_OF_OPERATION, A.GEN_AI_OPERATION_NAME, tuple(otlp.COUNT_KEYS),
-            _ranges.MAX_COUNT, session_facts, A.SESSION_ID, A.OP_INVOKE_AGENT, otlp.ERROR_CODES, A.NESTED_STEP,
-            _ranges.MAX_UNIX_NANO, _Unusual,
-        )
-    except (ImportError, TypeError, AttributeError):  # not built, or records it cannot read through their slots
-        return None
-    return _typed_attributes.read_span
-
-
-#: One span's facts from its record and attributes: compiled where built, else :func:`_read_span`.
-read_span_facts = _compiled_span_reader() or _read_span

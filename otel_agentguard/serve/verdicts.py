@@ -29,7 +29,6 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 from otel_agentguard import attributes as A
 from otel_agentguard.metrics import GuardMetrics
 from otel_agentguard.serve.sessions import JudgedSession
-from otel_agentguard.span_stamp import add_event
 from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, alert_attributes
 from otel_agentguard.version import __version__
 
@@ -125,7 +124,7 @@ class VerdictWriter:
         links = [Link(parent)] if parent.is_valid else None
         span = self._tracer.start_span(VERDICT_SPAN_NAME, context=context, attributes=attributes, links=links)
         for alert in verdict.alerts:
-            add_event(span, A.STALL_EVENT, alert_attributes(alert))
+            span.add_event(A.STALL_EVENT, alert_attributes(alert))
             self._metrics.stall(alert, verdict.profile)
         span.end()
         self._metrics.session_ended(verdict)

@@ -59,7 +59,6 @@ from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
 from otel_agentguard.instrumentation._stream import StreamEnd, end_model_call, ended_by
 from otel_agentguard.instrumentation.langchain import _extract, _session
-from otel_agentguard.span_stamp import stamp
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +126,7 @@ class _ToolRun:
         try:
             if not self.span.is_recording():
                 return
-            stamp(self.span, tool_result_attributes(self.name, _extract.tool_result(output), self.policy))
+            self.span.set_attributes(tool_result_attributes(self.name, _extract.tool_result(output), self.policy))
             if _extract.handled_tool_error(output):
                 # handle_tool_error / handle_validation_error turned the failure into content:
                 # the call returns, but the tool failed, and the judge must count it so.

@@ -54,7 +54,6 @@ from otel_agentguard._tool_span import record_intervention, tool_result_attribut
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.policy import Policy
-from otel_agentguard.span_stamp import stamp
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +222,7 @@ class _ToolCall:
             if span is None or not span.is_recording():
                 return
             value, failed = tool_output(result)
-            stamp(span, tool_result_attributes(self.name, value, self.policy))
+            span.set_attributes(tool_result_attributes(self.name, value, self.policy))
             if failed:
                 mark_failed(span, TOOL_ERROR)
         except Exception as exc:  # deliberate

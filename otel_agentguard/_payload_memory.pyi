@@ -1,3 +1,0 @@
-from typing import Any
-
-def methods(given: dict[str, Any], /) -> tuple[Any, Any]: ...
