@@ -89,7 +89,7 @@ def _timed(function, *args) -> float:
 
 
 def run(report) -> None:
-    from otel_agentguard.claims import ClaimDetector
+    from otel_agentguard.judge.claims import ClaimDetector
 
     detector = ClaimDetector()
     answers = load()
@@ -117,7 +117,7 @@ def run(report) -> None:
 if __name__ == "__main__":
     import sys
 
-    from otel_agentguard.claims import ClaimDetector
+    from otel_agentguard.judge.claims import ClaimDetector
 
     detector = ClaimDetector()
     everything = load()

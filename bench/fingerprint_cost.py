@@ -14,8 +14,8 @@ from typing import Any
 
 from bench import payloads
 from bench._harness import Report, interleave, per_repeat, progress
-from otel_agentguard import _plain_json
-from otel_agentguard.fingerprint import Fingerprinter
+from otel_agentguard.judge.fingerprints import _plain_json
+from otel_agentguard.judge.fingerprints.canonical import Fingerprinter
 
 TARGETS_US = {"small": 3.0, "10 KB": 120.0}
 

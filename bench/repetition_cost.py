@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench import _harness
 from bench._harness import Report, interleave, per_repeat, progress
-from otel_agentguard.repetition import RepetitionMonitor
+from otel_agentguard.judge.repetition import RepetitionMonitor
 
 ANSWERS = Path(__file__).resolve().parent.parent / "tests" / "data" / "output_repetition" / "answers.jsonl"
 DELTA_CHARS = 12

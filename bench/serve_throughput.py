@@ -213,7 +213,7 @@ def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
 
 
 def bytes_per_live_session(count: int) -> float:
-    from otel_agentguard.policy import coerce_policy
+    from otel_agentguard.judge.policy import coerce_policy
     from otel_agentguard.serve.decode import parse
     from otel_agentguard.serve.sessions import LiveSessions
 

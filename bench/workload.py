@@ -22,9 +22,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from bench._harness import guard_stayed_in
 from otel_agentguard import attributes as A
-from otel_agentguard._context import SessionContext, with_session
-from otel_agentguard.policy import Policy, parse_policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import Policy, parse_policy
+from otel_agentguard.live._context import SessionContext, with_session
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
 TOOLS = ("search_orders", "get_order", "check_policy", "lookup_customer", "fetch_sources", "update_order")
 

@@ -15,12 +15,12 @@ from otel_agentguard.errors import AgentStopped
 from otel_agentguard.guard import install
 from otel_agentguard.history import RepairReport, history_problems, repair_history
 from otel_agentguard.interrupts import drain_on_sigterm, request_stop
-from otel_agentguard.judge import SessionJudge, Verdict
-from otel_agentguard.policy import Policy, PolicyError, Profile, load_policy, parse_policy
-from otel_agentguard.probes import Alert
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import Policy, PolicyError, Profile, load_policy, parse_policy
+from otel_agentguard.judge.probes import Alert
+from otel_agentguard.judge.session_judge import SessionJudge, Verdict
+from otel_agentguard.judge.steps import Step
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.session import session
-from otel_agentguard.steps import Step
 from otel_agentguard.tool import tool
 from otel_agentguard.version import __version__
 

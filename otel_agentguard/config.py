@@ -9,7 +9,7 @@ from otel_agentguard.environment_variables import (
     OTEL_AGENTGUARD_REPAIR_HISTORY,
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
 )
-from otel_agentguard.session_resolution import current_context
+from otel_agentguard.live.resolution import current_context
 
 # Values of the GenAI capture variable that put content on spans (the GenAI
 # utilities also accept the SPAN_ONLY / SPAN_AND_EVENT spellings).

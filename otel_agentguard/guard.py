@@ -11,9 +11,9 @@ from typing import Any
 from opentelemetry import trace
 
 from otel_agentguard._fork import renew_in_forked_children
-from otel_agentguard._providers import remember_installed, sdk_provider
-from otel_agentguard.policy import Policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
+from otel_agentguard.live.providers import remember_installed, sdk_provider
 
 _lock = threading.Lock()
 renew_in_forked_children(globals(), "_lock")

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from otel_agentguard import _readable
+from otel_agentguard.judge.fingerprints import _readable
 
 Provider = Literal["openai", "anthropic"]
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from otel_agentguard import _registry
 from otel_agentguard import attributes as A
+from otel_agentguard.live import registry as _registry
 
 logger = logging.getLogger(__name__)
 

@@ -21,13 +21,14 @@ from typing import Any
 from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors, _registry
+from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._context import SessionContext, with_session
-from otel_agentguard._providers import GuardTracer, warn_once
 from otel_agentguard.config import capture_content
 from otel_agentguard.errors import AgentStopped
-from otel_agentguard.judge import Verdict
+from otel_agentguard.judge.session_judge import Verdict
+from otel_agentguard.live import registry as _registry
+from otel_agentguard.live._context import SessionContext, with_session
+from otel_agentguard.live.providers import GuardTracer, warn_once
 
 
 class session:  # noqa: N801 - used like a function: ``with ag.session(...)``

@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentguard import attributes as A
-from otel_agentguard.judge import Verdict
-from otel_agentguard.policy import Policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
-from otel_agentguard.repetition import summarize
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.repetition import summarize
+from otel_agentguard.judge.session_judge import Verdict
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.session import session as _session
 
 

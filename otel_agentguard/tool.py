@@ -11,7 +11,7 @@
 Each call becomes an ``execute_tool {name}`` span with the argument and result
 fingerprints, the argument keys and size, and the tool's effect. In enforce
 mode a call that would repeat a stall is not run: the function returns the
-guard's message instead (see :mod:`otel_agentguard.enforcement`). The wrapped
+guard's message instead (see :mod:`otel_agentguard.live.hooks`). The wrapped
 function's behaviour is untouched: its exceptions propagate as they are, and a
 failure inside the guard only loses that call's telemetry.
 """
@@ -28,10 +28,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._providers import GuardTracer
-from otel_agentguard._registry import active_policy
-from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
+from otel_agentguard.instrumentation._tool_span import intervene, tool_result_attributes, tool_start_attributes
+from otel_agentguard.live.providers import GuardTracer
+from otel_agentguard.live.registry import active_policy
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SKIPPED_PARAMETERS = ("self", "cls")

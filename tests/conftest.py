@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from otel_agentguard.policy import Policy, load_policy  # noqa: E402
+from otel_agentguard.judge.policy import Policy, load_policy  # noqa: E402
 from otel_agentguard.replay.cli import EXAMPLES  # noqa: E402
 from otel_agentguard.testing import GuardedTracing  # noqa: E402
 

@@ -72,7 +72,7 @@ def test_the_benchmark_stops_rather_than_time_a_guard_that_failed_open(monkeypat
     finally:
         sys.path.remove(str(REPO))
     from otel_agentguard import _internal_errors
-    from otel_agentguard import processor as processor_module
+    from otel_agentguard.live import processor as processor_module
 
     def unreadable(*args, **kwargs):
         raise RuntimeError("a step the processor cannot read")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from otel_agentguard.claims import WRITE, ClaimDetector
-from otel_agentguard.policy import PolicyError, parse_policy
+from otel_agentguard.judge.claims import WRITE, ClaimDetector
+from otel_agentguard.judge.policy import PolicyError, parse_policy
 
 DETECTOR = ClaimDetector()
 
@@ -340,7 +340,7 @@ def test_classifier_instead_of_the_rules() -> None:
 
 
 def test_the_span_processor_path_never_waits_for_the_classifier_but_replay_does() -> None:
-    from otel_agentguard.claims import classifier_everywhere
+    from otel_agentguard.judge.claims import classifier_everywhere
 
     policy = _classifier_policy("vetoes_everything")
     assert policy.claims.detect("I've cancelled the booking.") == (WRITE,)
@@ -415,7 +415,7 @@ def test_the_classifier_judges_in_replay_and_live(tmp_path, monkeypatch: pytest.
         "policy: policy.toml\nsessions:\n  - id: comped\n    steps:\n"
         "      - {tool: get_order, args: {order: A1}, result: ok}\n"
         f"      - {{answer: \"{answer}\"}}\n")
-    from otel_agentguard.policy import load_policy
+    from otel_agentguard.judge.policy import load_policy
 
     policy = load_policy(tmp_path / "policy.toml")
     assert policy.claims.detect(answer) == ()  # the rules alone see a state
@@ -440,7 +440,7 @@ def test_an_llm_classifier_is_not_traced_nor_judged_itself(tmp_path, monkeypatch
 
     from otel_agentguard import attributes as A
     from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-    from otel_agentguard.policy import load_policy
+    from otel_agentguard.judge.policy import load_policy
     from otel_agentguard.scripted_model import ScriptedModelServer, Turn
     from otel_agentguard.testing import GuardedTracing
 
@@ -493,7 +493,7 @@ def test_a_hung_classifier_neither_holds_the_answer_nor_the_exit_of_the_applicat
 
     (tmp_path / "hung_judge.py").write_text("import time\ndef classify(text):\n    time.sleep(60)\n")
     script = (
-        "from otel_agentguard.policy import parse_policy\n"
+        "from otel_agentguard.judge.policy import parse_policy\n"
         "policy = parse_policy('[claims]\\nclassifier = \"hung_judge:classify\"\\nclassifier_timeout_ms = 50\\n')\n"
         "print([policy.claims.judge(\"I've cancelled it.\") for _ in range(6)])\n"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.claims_corpus import FALSE_ALARM_TARGET, RECALL_TARGET, load, score
-from otel_agentguard.claims import ClaimDetector
+from otel_agentguard.judge.claims import ClaimDetector
 
 ANSWERS = load()
 DETECTOR = ClaimDetector()

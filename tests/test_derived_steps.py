@@ -11,10 +11,10 @@ import json
 from itertools import count
 
 from otel_agentguard import attributes as A
-from otel_agentguard.derived import DerivedTools
-from otel_agentguard.policy import Policy
-from otel_agentguard.steps import MODEL, TOOL
-from otel_agentguard.tool_calls import REQUESTED_CALL_ATTRIBUTES, records_requested_calls, requested_calls
+from otel_agentguard.judge.derived import DerivedTools
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import MODEL, TOOL
+from otel_agentguard.judge.tool_calls import REQUESTED_CALL_ATTRIBUTES, records_requested_calls, requested_calls
 
 
 def _asks(*calls: tuple[str, str, dict]) -> dict:

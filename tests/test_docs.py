@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from otel_agentguard.policy import PolicyError, parse_policy
+from otel_agentguard.judge.policy import PolicyError, parse_policy
 from otel_agentguard.scripted_model import Request, ScriptedModelServer, Turn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "output-repetition.md"
 TEXT = PAGE.read_text(encoding="utf-8")

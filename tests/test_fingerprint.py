@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
-from otel_agentguard.fingerprint import (
+from otel_agentguard.judge.fingerprints.canonical import (
     DEFAULT_NOISE_KEYS,
     ArgumentsFingerprint,
     Fingerprinter,
@@ -35,7 +35,7 @@ from otel_agentguard.fingerprint import (
     is_empty,
     set_fingerprint_key,
 )
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -574,7 +574,7 @@ def test_set_key_does_not_warn(monkeypatch: pytest.MonkeyPatch, caplog: pytest.L
 
 _CHILD = textwrap.dedent(
     """
-    from otel_agentguard.fingerprint import Fingerprinter
+    from otel_agentguard.judge.fingerprints.canonical import Fingerprinter
     f = Fingerprinter("fetch")
     print(f.arguments({"tags": {"alpha", "beta", "gamma", "delta", "eps"}, "id": "1001"}).fingerprint)
     """

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
+from otel_agentguard.judge.fingerprints.canonical import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, _Walk
 
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -100,7 +100,7 @@ def test_arguments_keys_and_size_are_unchanged_by_the_fast_path(value: dict[str,
 
 
 def test_the_hash_state_follows_a_key_rotation() -> None:
-    from otel_agentguard.fingerprint import set_fingerprint_key
+    from otel_agentguard.judge.fingerprints.canonical import set_fingerprint_key
 
     f = Fingerprinter("tool")
     set_fingerprint_key("one")
@@ -165,7 +165,7 @@ def test_processor_reads_the_attributes_the_public_api_shows() -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_agentguard.processor import span_attributes
+    from otel_agentguard.live.processor import span_attributes
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentguard import attributes as A
-from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
-from otel_agentguard.policy import parse_policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.live.guard_ref import GuardRef
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
 REFUND_WRITES = parse_policy('version = "refund-writes"\n[tools.refund]\neffect = "write"\n')
 REFUND_READS = parse_policy('version = "refund-reads"\n[tools.refund]\neffect = "read"\n')
@@ -132,7 +132,7 @@ def test_the_hooks_ask_an_enforcing_guard_only_while_one_runs():
     is asked from the moment it is made until it is shut down or dropped."""
     import gc
 
-    from otel_agentguard import _registry
+    from otel_agentguard.live import registry as _registry
 
     gc.collect()  # guards other tests dropped without shutting down
     observing = AgentGuardSpanProcessor(TIGHT, "observe")

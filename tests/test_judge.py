@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-import otel_agentguard.judge as judge_module
+import otel_agentguard.judge.session_judge as judge_module
 from otel_agentguard import _internal_errors
-from otel_agentguard.judge import SequenceBuffer, SessionJudge, choose_stop_reason
-from otel_agentguard.policy import Policy, Profile, parse_policy
-from otel_agentguard.probes import Alert
-from otel_agentguard.steps import MODEL, TOOL, Step
+from otel_agentguard.judge.policy import Policy, Profile, parse_policy
+from otel_agentguard.judge.probes import Alert
+from otel_agentguard.judge.session_judge import SequenceBuffer, SessionJudge, choose_stop_reason
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
 
 SID = "judge-session"
 SECOND = 1_000_000_000

@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
-from otel_agentguard.policy import parse_policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.replay import replay_files
 from otel_agentguard.testing import record_model_call
 

@@ -20,9 +20,9 @@ from opentelemetry import trace
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.judge import SessionJudge, Verdict
-from otel_agentguard.live_sessions import LiveSessions
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.judge.session_judge import SessionJudge, Verdict
+from otel_agentguard.live.sessions import LiveSessions
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 
@@ -344,7 +344,7 @@ def test_a_claimed_lone_call_evicted_is_not_brought_back_ended():
 
 
 def test_lone_calls_beyond_the_limit_open_sessions(monkeypatch):
-    import otel_agentguard.live_sessions as live_sessions
+    import otel_agentguard.live.sessions as live_sessions
 
     monkeypatch.setattr(live_sessions, "_MAX_LONE_CALLS", 1)
     with GuardedTracing() as tracing:

@@ -8,8 +8,8 @@ from opentelemetry import baggage, context
 
 from otel_agentguard import attributes as A
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
-from otel_agentguard.processor import VERDICT_SPAN_NAME
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.live.processor import VERDICT_SPAN_NAME
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 

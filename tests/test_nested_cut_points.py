@@ -26,7 +26,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.history import history_problems
 from otel_agentguard.instrumentation.anthropic import AnthropicInstrumentor
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.scripted_model import Request, ScriptedModelServer, Turn
 from otel_agentguard.testing import GuardedTracing
 
@@ -292,7 +292,7 @@ def test_answered_ids_are_read_from_every_message_shape_and_unknown_shapes_say_s
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from openai.types.chat import ChatCompletionMessage
 
-    from otel_agentguard.enforcement import answered_tool_call_ids
+    from otel_agentguard.live.hooks import answered_tool_call_ids
 
     openai_chat = [{"role": "user", "content": "hi"},
                    ChatCompletionMessage(role="assistant", content=None),
@@ -316,8 +316,8 @@ def test_answered_ids_are_read_from_every_message_shape_and_unknown_shapes_say_s
 @pytest.mark.parametrize("mode", ["observe", "enforce"])
 def test_the_history_is_read_for_answered_ids_in_enforce_mode_only(mode, monkeypatch):
     """Observe mode has no cut point to place: a long history is not walked for nothing."""
-    from otel_agentguard import guard_ref
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live import guard_ref
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     walked: list[Any] = []
     monkeypatch.setattr(guard_ref, "answered_tool_call_ids", lambda history: walked.append(history) or frozenset())

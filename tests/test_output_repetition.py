@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from otel_agentguard import attributes as A
-from otel_agentguard.judge import SessionJudge
-from otel_agentguard.policy import PolicyError, Profile, parse_policy
-from otel_agentguard.repetition import (
+from otel_agentguard.judge.policy import PolicyError, Profile, parse_policy
+from otel_agentguard.judge.repetition import (
     MAX_CHUNK_CHARS,
     RepetitionMonitor,
     RepetitionSummary,
     summarize,
 )
-from otel_agentguard.steps import MODEL, Step, step_from_attributes
+from otel_agentguard.judge.session_judge import SessionJudge
+from otel_agentguard.judge.steps import MODEL, Step, step_from_attributes
 
 ANSWERS = Path(__file__).parent / "data" / "output_repetition" / "answers.jsonl"
 LATEST_CATCH = 1.3  # every chanting answer is caught before it is 30% longer than where it began to repeat

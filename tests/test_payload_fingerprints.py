@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_agentguard import _json_text, _json_text_form, fingerprint
-from otel_agentguard.fingerprint import DEFAULT_NOISE_KEYS, Fingerprinter, is_empty
-from otel_agentguard.payload_fingerprints import NO_MEMORY, PayloadFingerprints
+from otel_agentguard.judge.fingerprints import _json_text, _json_text_form
+from otel_agentguard.judge.fingerprints import canonical as fingerprint
+from otel_agentguard.judge.fingerprints.canonical import DEFAULT_NOISE_KEYS, Fingerprinter, is_empty
+from otel_agentguard.judge.fingerprints.payloads import NO_MEMORY, PayloadFingerprints
 
 PROPS = settings(max_examples=500, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

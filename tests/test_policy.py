@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_agentguard.policy import Policy, PolicyError, Profile, load_policy, parse_policy
+from otel_agentguard.judge.policy import Policy, PolicyError, Profile, load_policy, parse_policy
 from otel_agentguard.replay.cli import EXAMPLES
 
 # The documented example policy, verbatim.
@@ -399,12 +399,12 @@ def test_first_mistake_in_file_order_is_reported_with_its_line(tmp_path):
 
 
 def _policy_warnings(caplog) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "otel_agentguard.policy" and r.levelno == logging.WARNING]
+    return [r for r in caplog.records if r.name == "otel_agentguard.judge.policy" and r.levelno == logging.WARNING]
 
 
 def test_resolve_unknown_profile_falls_back_to_default_with_one_warning(no_profile_env, caplog):
     policy = parse_policy(EXAMPLE_POLICY)
-    with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
+    with caplog.at_level(logging.WARNING, logger="otel_agentguard.judge.policy"):
         first = policy.resolve_profile("nope")
         second = policy.resolve_profile("nope")
     assert first.name == second.name == "default"
@@ -415,7 +415,7 @@ def test_resolve_unknown_profile_falls_back_to_default_with_one_warning(no_profi
 
 def test_resolve_known_profile_does_not_warn(no_profile_env, caplog):
     policy = parse_policy(EXAMPLE_POLICY)
-    with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
+    with caplog.at_level(logging.WARNING, logger="otel_agentguard.judge.policy"):
         assert policy.resolve_profile("long_chain").name == "long_chain"
         assert policy.resolve_profile().name == "default"
     assert _policy_warnings(caplog) == []
@@ -423,7 +423,7 @@ def test_resolve_known_profile_does_not_warn(no_profile_env, caplog):
 
 def test_resolve_warns_once_per_unknown_name(no_profile_env, caplog):
     policy = parse_policy(EXAMPLE_POLICY)
-    with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
+    with caplog.at_level(logging.WARNING, logger="otel_agentguard.judge.policy"):
         for _ in range(3):
             policy.resolve_profile("nope")
             policy.resolve_profile("other")
@@ -441,7 +441,7 @@ def test_resolve_honours_profile_environment_variable(monkeypatch):
 def test_resolve_environment_profile_unknown_falls_back_with_warning(monkeypatch, caplog):
     policy = parse_policy(EXAMPLE_POLICY)
     monkeypatch.setenv("OTEL_AGENTGUARD_PROFILE", "no_such_profile")
-    with caplog.at_level(logging.WARNING, logger="otel_agentguard.policy"):
+    with caplog.at_level(logging.WARNING, logger="otel_agentguard.judge.policy"):
         assert policy.resolve_profile().name == "default"
     assert len(_policy_warnings(caplog)) == 1
 

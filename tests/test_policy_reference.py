@@ -1,4 +1,4 @@
-"""docs/policy.md is generated from the table the parser reads (otel_agentguard.policy.KEYS), and
+"""docs/policy.md is generated from the table the parser reads (otel_agentguard.judge.policy.KEYS), and
 the parser, the Profile defaults and that table agree: a key cannot be added, dropped or given a
 new default in one place only."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_agentguard.policy import (
+from otel_agentguard.judge.policy import (
     KEYS,
     KINDS,
     PROFILE_SECTION,

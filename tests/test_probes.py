@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from otel_agentguard.judge import SessionJudge
-from otel_agentguard.policy import Policy, Profile, parse_policy
-from otel_agentguard.probes import Alert
-from otel_agentguard.steps import MODEL, TOOL, Step
+from otel_agentguard.judge.policy import Policy, Profile, parse_policy
+from otel_agentguard.judge.probes import Alert
+from otel_agentguard.judge.session_judge import SessionJudge
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
 
 SID = "probe-session"
 SECOND = 1_000_000_000
@@ -359,7 +359,7 @@ def test_no_progress_new_state_resets_the_run():
 
 
 def test_no_progress_remembers_states_far_back_and_forgets_the_oldest_first():
-    from otel_agentguard.probes.no_progress import _MAX_STATES
+    from otel_agentguard.judge.probes.no_progress import _MAX_STATES
 
     fresh = [("q", f"a{i}", f"s{i}") for i in range(_MAX_STATES)]
     # Four results seen long ago (the first 4 of the session): still no progress.
@@ -372,8 +372,8 @@ def test_no_progress_remembers_states_far_back_and_forgets_the_oldest_first():
 
 
 def test_no_progress_digest_straddling_two_remembered_ones_is_not_seen():
-    from otel_agentguard.probes import SessionTotals
-    from otel_agentguard.probes.no_progress import _DIGEST, _holds
+    from otel_agentguard.judge.probes import SessionTotals
+    from otel_agentguard.judge.probes.no_progress import _DIGEST, _holds
 
     first, second = _DIGEST.pack(0x0102030405060708), _DIGEST.pack(0x1112131415161718)
     seen = bytearray(first + second)

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 import otel_agentguard as ag
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard.policy import PolicyError, parse_policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import PolicyError, parse_policy
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.testing import GuardedTracing
 
 LOOPY = parse_policy(
@@ -403,7 +403,7 @@ def test_tool_calls_a_lone_model_call_asked_for_make_no_verdict_span():
 
 
 def test_a_failing_probe_never_reaches_the_application(monkeypatch):
-    import otel_agentguard.probes.tool_loop as tool_loop
+    import otel_agentguard.judge.probes.tool_loop as tool_loop
 
     def explode(self, step, totals):
         raise RuntimeError("probe bug")
@@ -422,7 +422,7 @@ def test_a_failing_probe_never_reaches_the_application(monkeypatch):
 
 
 def test_a_step_that_cannot_be_read_is_lost_alone(monkeypatch):
-    import otel_agentguard.processor as processor_module
+    import otel_agentguard.live.processor as processor_module
 
     real = processor_module.step_from_attributes
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agentguard as ag
-from otel_agentguard import _providers
+from otel_agentguard.live import providers as _providers
 
 IN_ORDER = Path(__file__).parent / "instrumentation" / "launch_in_order.py"
 

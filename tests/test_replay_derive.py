@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_agentguard import attributes as A
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
 from otel_agentguard.replay import _derive
-from otel_agentguard.steps import MODEL, TOOL, Step
 
 
 @dataclass

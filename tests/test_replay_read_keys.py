@@ -19,7 +19,7 @@ from test_live_replay import POLICY, run_scripted_sessions
 
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter, encode_attributes
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.replay import otlp, replay_files, sources
 
 FOREIGN = Path(__file__).resolve().parent / "data" / "foreign"

@@ -14,11 +14,11 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_agentguard.exporters import encode_request
-from otel_agentguard.policy import Policy, parse_policy
+from otel_agentguard.judge.policy import Policy, parse_policy
+from otel_agentguard.judge.steps import MODEL, TOOL, step_from_attributes, step_kind
 from otel_agentguard.replay import InputError, read_files, replay_files
 from otel_agentguard.replay.cli import EXAMPLES, run
 from otel_agentguard.replay.otlp import OTLPCollector
-from otel_agentguard.steps import MODEL, TOOL, step_from_attributes, step_kind
 
 DATA = Path(__file__).parent / "data"
 SEARCH_LOOP_TRACE = DATA / "agent_trace_search_loop.jsonl"  # an agent's event log, default limits

@@ -24,7 +24,7 @@ from test_replay_fuzz import OTLP_DOCUMENT, VALUES
 
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
-from otel_agentguard.policy import coerce_policy
+from otel_agentguard.judge.policy import coerce_policy
 from otel_agentguard.replay import InputError, otlp, sources
 from otel_agentguard.replay._typed_otlp import read_line
 from otel_agentguard.replay.otlp import decode_read_attributes, decode_value

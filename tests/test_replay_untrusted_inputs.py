@@ -23,12 +23,12 @@ from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import encode_request
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import PolicyError, load_policy, parse_policy
+from otel_agentguard.judge.policy import PolicyError, load_policy, parse_policy
+from otel_agentguard.judge.steps import TOOL, Step
 from otel_agentguard.replay import RecordedSession, _yaml, judge_recorded, render
 from otel_agentguard.replay import cli as replay_cli
 from otel_agentguard.replay.cli import EXAMPLES, run
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
-from otel_agentguard.steps import TOOL, Step
 from otel_agentguard.testing import GuardedTracing
 
 HUGE = "1" + "0" * 400  # 10**400: an integer no float can hold

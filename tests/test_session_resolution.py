@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentguard import attributes as A
-from otel_agentguard import session_resolution
-from otel_agentguard._context import SessionContext, with_session
-from otel_agentguard.processor import AgentGuardSpanProcessor
-from otel_agentguard.session_resolution import current_context, session_in_context
+from otel_agentguard.live import resolution as session_resolution
+from otel_agentguard.live._context import SessionContext, with_session
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
+from otel_agentguard.live.resolution import current_context, session_in_context
 
 
 def test_current_context_is_the_apis_current_context_as_it_is_attached_and_detached() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_agentguard._store import SessionStore
+from otel_agentguard.live.store import SessionStore
 
 
 class Clock:

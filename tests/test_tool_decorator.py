@@ -10,7 +10,7 @@ from opentelemetry.trace import StatusCode
 
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.testing import GuardedTracing
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from otel_agentguard.policy import load_policy
+from otel_agentguard.judge.policy import load_policy
 from otel_agentguard.replay import render
 from otel_agentguard.replay.runner import judge_recorded
 from otel_agentguard.replay.sources import read_files

@@ -25,8 +25,8 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from otel_agentguard import _internal_errors
-from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.instrumentation._innermost import unwrap_ours, wrap_innermost
+from otel_agentguard.live.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class GuardInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 def _given_guard(kwargs: dict[str, Any]) -> Any:
     """``instrument(guard=...)``: the processor ``otel_agentguard.install()`` returned."""
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     guard = kwargs.get("guard")
     if guard is not None and not isinstance(guard, AgentGuardSpanProcessor):

@@ -24,15 +24,17 @@ from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors, _ranges, _registry
+from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
-from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
-from otel_agentguard.policy import Policy
-from otel_agentguard.repetition import RepetitionMonitor
-from otel_agentguard.session_resolution import current_context, enclosing_session
-from otel_agentguard.steps import FINAL_FINISH_REASONS, MODEL, Step
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.repetition import RepetitionMonitor
+from otel_agentguard.judge.steps import FINAL_FINISH_REASONS, MODEL, Step
+from otel_agentguard.live import registry as _registry
+from otel_agentguard.live.guard_ref import PROCESS_GUARD, GuardRef
+from otel_agentguard.live.resolution import current_context, enclosing_session
 
 _MAX_TEXT_CHARS = 64 * 1024  # enough for any answer's claims; bounded for huge outputs
 

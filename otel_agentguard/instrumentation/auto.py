@@ -32,8 +32,8 @@ def attach() -> None:
     if DISABLE_NAME in {name.strip() for name in disabled.split(",")}:
         return
     try:
-        from otel_agentguard._providers import sdk_provider
         from otel_agentguard.guard import install
+        from otel_agentguard.live.providers import sdk_provider
 
         if sdk_provider(trace.get_tracer_provider()) is None:
             logger.warning("otel_agentguard is not active: %s", _no_provider_cause())

@@ -12,11 +12,11 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 from otel_agentguard import attributes as A
-from otel_agentguard.derived import DerivedTools
-from otel_agentguard.duplicate_spans import same_response
-from otel_agentguard.policy import Policy
-from otel_agentguard.steps import MODEL, TOOL, Step
-from otel_agentguard.tool_calls import records_requested_calls
+from otel_agentguard.judge.derived import DerivedTools
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
+from otel_agentguard.judge.tool_calls import records_requested_calls
+from otel_agentguard.live.duplicates import same_response
 
 
 class StepSpan(Protocol):

@@ -20,11 +20,11 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.steps import step_kind
 from otel_agentguard.replay import otlp
 from otel_agentguard.replay.otlp import ReadSpan, counts_in_range, decode_value, session_facts
-from otel_agentguard.steps import step_kind
 
 # Every class below is decoded from JSON, which has no cycles: the garbage collector need not track them.
 

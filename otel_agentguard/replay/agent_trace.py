@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from otel_agentguard import _ranges
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import TOOL, Step
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
-from otel_agentguard.steps import TOOL, Step
 
 # Seconds since 1970 whose nanoseconds still fit OTLP's timestamps.
 _TIMESTAMP = _ranges.Range(_ranges.MAX_UNIX_NANO / 1e9, False, "seconds since 1970 from 0 to 1.8e10")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_agentguard import _claim_rules as rules
-from otel_agentguard.claims import ClaimVerdict
+from otel_agentguard.judge.claims import ClaimVerdict
+from otel_agentguard.judge.claims import _rules as rules
 
 _WHY = {
     rules.FIRST_PERSON: "the agent says, in the first person, that it did it",

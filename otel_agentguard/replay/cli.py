@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from otel_agentguard.claims import classifier_everywhere
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
-from otel_agentguard.fingerprint import set_fingerprint_key
-from otel_agentguard.policy import Policy, PolicyError, coerce_policy, load_policy
+from otel_agentguard.judge.claims import classifier_everywhere
+from otel_agentguard.judge.fingerprints.canonical import set_fingerprint_key
+from otel_agentguard.judge.policy import Policy, PolicyError, coerce_policy, load_policy
 from otel_agentguard.replay import render
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.runner import judge_recorded

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
-from otel_agentguard.payload_fingerprints import PayloadFingerprints
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.fingerprints.payloads import PayloadFingerprints
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.replay._derive import with_derived_steps
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
-from otel_agentguard.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
 
 _MAX_PARENT_HOPS = 256
 # The OpenTelemetry JS SDK stamps a span's start in whole milliseconds and its end as start plus

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from otel_agentguard.steps import Step
+from otel_agentguard.judge.steps import Step
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_agentguard import attributes as A
-from otel_agentguard.judge import Verdict
-from otel_agentguard.probes import Alert
+from otel_agentguard.judge.probes import Alert
+from otel_agentguard.judge.session_judge import Verdict
 from otel_agentguard.replay.recorded import RecordedSession
 
 Judged = tuple[RecordedSession, Verdict]

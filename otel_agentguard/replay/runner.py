@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from otel_agentguard.claims import classifier_everywhere
-from otel_agentguard.judge import SessionJudge, Verdict
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.claims import classifier_everywhere
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.session_judge import SessionJudge, Verdict
 from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.replay.sources import read_files
 

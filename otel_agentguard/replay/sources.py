@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.policy import Policy
 from otel_agentguard.replay._yaml import LineDict
 from otel_agentguard.replay.agent_trace import AgentTraceCollector, is_agent_trace_record
 from otel_agentguard.replay.errors import InputError

@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from otel_agentguard import _ranges
 from otel_agentguard import attributes as A
-from otel_agentguard.fingerprint import is_empty
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.fingerprints.canonical import is_empty
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import Expectation, RecordedSession
-from otel_agentguard.steps import MODEL, TOOL, Step
 
 _SESSION_KEYS = ("id", "title", "profile", "task_type", "expect", "steps", "error", "interrupt")
 _STEP_KEYS = (

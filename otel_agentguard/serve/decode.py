@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_agentguard import attributes as A
-from otel_agentguard.steps import FINAL_FINISH_REASONS, explicit_session
+from otel_agentguard.judge.steps import FINAL_FINISH_REASONS, explicit_session
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

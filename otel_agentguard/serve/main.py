@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_SERVE_TOKEN
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.policy import Policy
 from otel_agentguard.serve.http import DEFAULT_MAX_BODY_BYTES, create_app
 from otel_agentguard.serve.service import JudgeService
 from otel_agentguard.serve.verdicts import VerdictWriter, providers_from_environment

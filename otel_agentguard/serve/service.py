@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import metrics
 
 from otel_agentguard import _internal_errors
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.policy import Policy
 from otel_agentguard.serve.decode import TraceBatch
 from otel_agentguard.serve.sessions import JudgedSession, LiveSessions
 from otel_agentguard.serve.verdicts import VerdictWriter

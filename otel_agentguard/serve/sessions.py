@@ -23,9 +23,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from otel_agentguard.judge import Verdict
-from otel_agentguard.payload_fingerprints import PayloadFingerprints
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.fingerprints.payloads import PayloadFingerprints
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.session_judge import Verdict
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.otlp import OTLPCollector
 from otel_agentguard.replay.recorded import RecordedSession

@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_agentguard import attributes as A
-from otel_agentguard.metrics import GuardMetrics
+from otel_agentguard.live.metrics import GuardMetrics
+from otel_agentguard.live.verdicts import VERDICT_SPAN_NAME, alert_attributes
 from otel_agentguard.serve.sessions import JudgedSession
-from otel_agentguard.verdict_writer import VERDICT_SPAN_NAME, alert_attributes
 from otel_agentguard.version import __version__
 
 logger = logging.getLogger(__name__)

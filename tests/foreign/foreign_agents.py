@@ -33,8 +33,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
-from otel_agentguard.policy import Policy, parse_policy
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.judge.policy import Policy, parse_policy
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.replay.runner import replay_files
 from otel_agentguard.replay.sources import read_files
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from foreign_agents import FOREIGN_PYTHON, MISSING, POLICY, SCENARIOS, Judged, record_and_judge_live, replay, tool_steps
 
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.replay.runner import replay_files
 
 needs_foreign = pytest.mark.skipif(FOREIGN_PYTHON is None, reason=MISSING)

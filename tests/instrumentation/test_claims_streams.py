@@ -21,7 +21,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.instrumentation.anthropic import AnthropicInstrumentor
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.replay import replay_files
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing

@@ -31,7 +31,7 @@ from otel_agentguard.exporters import encode_request
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation._stream import StreamProxy
 from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 

@@ -11,7 +11,7 @@ import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.history import history_problems
 from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.scripted_model import Request, ScriptedModelServer, Turn
 
 ChatOpenAI = pytest.importorskip("langchain_openai").ChatOpenAI

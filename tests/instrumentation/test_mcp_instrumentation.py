@@ -52,7 +52,7 @@ from otel_agentguard import attributes as A  # noqa: E402
 from otel_agentguard.environment_variables import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT  # noqa: E402
 from otel_agentguard.exporters import encode_request  # noqa: E402
 from otel_agentguard.instrumentation.mcp import MCPInstrumentor, _wrappers  # noqa: E402
-from otel_agentguard.policy import Policy, parse_policy  # noqa: E402
+from otel_agentguard.judge.policy import Policy, parse_policy  # noqa: E402
 from otel_agentguard.testing import GuardedTracing  # noqa: E402
 
 SECRET = "sk-live-planted-5ecret-7319"

@@ -40,11 +40,11 @@ from opentelemetry.trace import StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._registry import active_policy
 from otel_agentguard.exporters import encode_request
 from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.live.registry import active_policy
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 
@@ -652,7 +652,7 @@ def test_a_chanting_streamed_answer_through_agentguard_openai(user_processor, mo
     """The SDK's model span is current during its OpenAI stream, which agentguard_openai checks chunk by
     chunk: observe mode records the alert, enforce mode stops the run inside the stream."""
     from otel_agentguard import AgentStopped
-    from otel_agentguard.repetition import RepetitionSummary
+    from otel_agentguard.judge.repetition import RepetitionSummary
 
     openai_instrumentation = pytest.importorskip("otel_agentguard.instrumentation.openai")
     received: list[str] = []

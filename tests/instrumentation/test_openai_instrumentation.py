@@ -16,7 +16,7 @@ import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import encode_request
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
+from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 

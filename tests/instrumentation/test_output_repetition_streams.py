@@ -25,8 +25,8 @@ from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
 from otel_agentguard.instrumentation.anthropic import AnthropicInstrumentor
 from otel_agentguard.instrumentation.langchain import LangChainInstrumentor
 from otel_agentguard.instrumentation.openai import OpenAIInstrumentor
-from otel_agentguard.policy import parse_policy
-from otel_agentguard.repetition import RepetitionSummary, summarize
+from otel_agentguard.judge.policy import parse_policy
+from otel_agentguard.judge.repetition import RepetitionSummary, summarize
 from otel_agentguard.replay import replay_files
 from otel_agentguard.replay.cli import run as cli_run
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns

@@ -349,7 +349,7 @@ def exporter_exposition(plan: dict[str, int] | None = None) -> dict[str, set[str
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     registry = CollectorRegistry()
     meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])

@@ -155,7 +155,7 @@ def test_traceql_reads_attributes_the_guard_writes(dashboard):
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -110,7 +110,7 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     from opentelemetry.sdk.trace import TracerProvider
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     workdir = tmp_path_factory.mktemp("prometheus")
 

@@ -24,7 +24,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
 from otel_agentguard.exporters import encode_request
-from otel_agentguard.judge import Verdict
+from otel_agentguard.judge.session_judge import Verdict
 from otel_agentguard.testing import GuardedTracing
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

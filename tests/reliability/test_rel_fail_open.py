@@ -33,10 +33,10 @@ from rel_support import (
 import otel_agentguard as ag
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard.fingerprint import Fingerprinter, is_empty
-from otel_agentguard.policy import Policy
+from otel_agentguard.judge.fingerprints.canonical import Fingerprinter, is_empty
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.judge.steps import explicit_session
 from otel_agentguard.replay import InputError, replay_files
-from otel_agentguard.steps import explicit_session
 from otel_agentguard.testing import GuardedTracing
 
 NAMES = st.sampled_from(["lookup", "search", "refund"])
@@ -356,16 +356,16 @@ def _raise(*args, **kwargs):
 # Where a fault is injected -> the kinds of failure it may be counted as (depends on the path:
 # with or without a session span, a stall or none).
 FAULTS = {
-    "otel_agentguard.policy.Policy.fingerprinter": {"tool.start"},
-    "otel_agentguard._tool_span.is_empty": {"tool.result"},
-    "otel_agentguard.processor.step_from_attributes": {"processor.step"},
-    "otel_agentguard.probes.tool_loop.ToolLoop.observe": {"probe.tool_loop"},
-    "otel_agentguard.metrics.GuardMetrics.stall": {"processor.on_end", "processor.end_session"},
-    "otel_agentguard.metrics.GuardMetrics.session_ended": {"processor.on_end", "processor.end_session"},
-    "otel_agentguard.live_sessions.LiveSessions._new_session": {"processor.on_start"},
-    "otel_agentguard.processor.AgentGuardSpanProcessor.end_session": {"session.exit"},
-    "otel_agentguard.verdict_writer.VerdictWriter.verdict_span": {"processor.on_end"},
-    "otel_agentguard.judge.SessionJudge.finish": {"processor.end_session", "processor.on_end"},
+    "otel_agentguard.judge.policy.Policy.fingerprinter": {"tool.start"},
+    "otel_agentguard.instrumentation._tool_span.is_empty": {"tool.result"},
+    "otel_agentguard.live.processor.step_from_attributes": {"processor.step"},
+    "otel_agentguard.judge.probes.tool_loop.ToolLoop.observe": {"probe.tool_loop"},
+    "otel_agentguard.live.metrics.GuardMetrics.stall": {"processor.on_end", "processor.end_session"},
+    "otel_agentguard.live.metrics.GuardMetrics.session_ended": {"processor.on_end", "processor.end_session"},
+    "otel_agentguard.live.sessions.LiveSessions._new_session": {"processor.on_start"},
+    "otel_agentguard.live.processor.AgentGuardSpanProcessor.end_session": {"session.exit"},
+    "otel_agentguard.live.verdicts.VerdictWriter.verdict_span": {"processor.on_end"},
+    "otel_agentguard.judge.session_judge.SessionJudge.finish": {"processor.end_session", "processor.on_end"},
 }
 
 
@@ -402,10 +402,10 @@ def test_an_injected_fault_anywhere_is_contained_and_counted(fault, result, with
     assert {dict(labels)["kind"]: value for labels, value in counted.items()} == contained
 
 
-@pytest.mark.parametrize("fault", ["otel_agentguard.policy.Policy.fingerprinter",
-                                   "otel_agentguard.processor.step_from_attributes",
-                                   "otel_agentguard.probes.tool_loop.ToolLoop.observe",
-                                   "otel_agentguard.judge.SessionJudge.finish"])
+@pytest.mark.parametrize("fault", ["otel_agentguard.judge.policy.Policy.fingerprinter",
+                                   "otel_agentguard.live.processor.step_from_attributes",
+                                   "otel_agentguard.judge.probes.tool_loop.ToolLoop.observe",
+                                   "otel_agentguard.judge.session_judge.SessionJudge.finish"])
 def test_the_faults_above_do_fire(fault):
     """The property test above must not pass vacuously: each fault here is hit and counted."""
     before = _internal_errors.counts()

@@ -31,7 +31,7 @@ from rel_support import verdict_key
 
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 from otel_agentguard.testing import record_model_call
 
 

@@ -21,9 +21,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agentguard as ag
-from otel_agentguard import _fork, _internal_errors, _providers, _registry, fingerprint, guard, judge, live_session
+from otel_agentguard import _fork, _internal_errors, guard
 from otel_agentguard import attributes as A
 from otel_agentguard.instrumentation.openai_agents import _registration
+from otel_agentguard.judge import session_judge as judge
+from otel_agentguard.judge.fingerprints import canonical as fingerprint
+from otel_agentguard.live import providers as _providers
+from otel_agentguard.live import registry as _registry
+from otel_agentguard.live import session as live_session
 from otel_agentguard.testing import GuardedTracing
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

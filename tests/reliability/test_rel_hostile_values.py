@@ -25,9 +25,9 @@ import pytest
 
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
-from otel_agentguard import fingerprint
-from otel_agentguard.fingerprint import Fingerprinter, is_empty
-from otel_agentguard.policy import Policy, parse_policy
+from otel_agentguard.judge.fingerprints import canonical as fingerprint
+from otel_agentguard.judge.fingerprints.canonical import Fingerprinter, is_empty
+from otel_agentguard.judge.policy import Policy, parse_policy
 from otel_agentguard.testing import GuardedTracing
 
 
@@ -354,7 +354,7 @@ def test_caches_stay_bounded_across_many_tools_and_unique_keys():
 
 @pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf", "-5", "0", "abc", "1e400"])
 def test_bad_numbers_in_the_environment_are_refused_with_a_warning(raw, monkeypatch, caplog):
-    from otel_agentguard.processor import AgentGuardSpanProcessor
+    from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
     monkeypatch.setenv("OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S", raw)
     monkeypatch.setenv("OTEL_AGENTGUARD_MAX_SESSIONS", raw)

@@ -17,7 +17,7 @@ import pytest
 import otel_agentguard as ag
 from otel_agentguard import attributes as A
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
-from otel_agentguard.fingerprint import Fingerprinter, set_fingerprint_key
+from otel_agentguard.judge.fingerprints.canonical import Fingerprinter, set_fingerprint_key
 from otel_agentguard.testing import GuardedTracing
 
 SECRET_KEY = "k3y-" + "9f1c2e7a5b3d4c6e8f0a1b2c3d4e5f60"  # what an operator sets; never in a trace
@@ -115,7 +115,7 @@ def test_a_live_session_spanning_a_key_rotation_loses_the_repeat_across_it():
 
 
 _PRINT_FINGERPRINT = (
-    "from otel_agentguard.fingerprint import Fingerprinter;"
+    "from otel_agentguard.judge.fingerprints.canonical import Fingerprinter;"
     f"print(Fingerprinter('lookup').arguments({{'order': {ORDER!r}}}).fingerprint)"
 )
 

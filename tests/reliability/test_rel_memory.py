@@ -20,8 +20,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from otel_agentguard import attributes as A
-from otel_agentguard import live_sessions as live_sessions_module
-from otel_agentguard.processor import AgentGuardSpanProcessor
+from otel_agentguard.live import sessions as live_sessions_module
+from otel_agentguard.live.processor import AgentGuardSpanProcessor
 
 SOAK_SESSIONS = int(os.environ.get("AGENTGUARD_SOAK_SESSIONS", "20000"))
 # N; the traced run goes on to 10 N. tracemalloc does not see frees of blocks allocated before it

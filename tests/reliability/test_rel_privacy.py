@@ -70,7 +70,7 @@ def agent_tool(tracing: GuardedTracing, server: ScriptedModelServer, s: Secrets)
         with pytest.raises(PermissionError):
             charge(s.argument)
         # A failure inside the guard whose message quotes the data it was working on.
-        with mock.patch("otel_agentguard._tool_span.is_empty", side_effect=ValueError(f"bad result {s.result}")):
+        with mock.patch("otel_agentguard.instrumentation._tool_span.is_empty", side_effect=ValueError(f"bad result {s.result}")):
             lookup_card(s.argument)
         tracing.record_model_call(final_claims=("write",))
     with pytest.raises(RuntimeError):

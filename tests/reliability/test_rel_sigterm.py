@@ -19,7 +19,7 @@ WORKER = textwrap.dedent(
     import sys
     from opentelemetry.sdk.trace import TracerProvider
     import otel_agentguard as ag
-    from otel_agentguard.enforcement import after_model_call, before_model_call
+    from otel_agentguard.live.hooks import after_model_call, before_model_call
     from otel_agentguard.testing import record_model_call
 
     provider = TracerProvider()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_agentguard.policy import PolicyError, load_policy, parse_policy
+from otel_agentguard.judge.policy import PolicyError, load_policy, parse_policy
 from otel_agentguard.replay import InputError, read_files
 from otel_agentguard.replay import sources as replay_sources
 from otel_agentguard.replay.cli import run

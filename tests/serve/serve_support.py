@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_agentguard.policy import Policy, coerce_policy
+from otel_agentguard.judge.policy import Policy, coerce_policy
 from otel_agentguard.serve.main import ServeOptions, run
 from otel_agentguard.serve.service import JudgeService
 from otel_agentguard.serve.verdicts import VerdictWriter

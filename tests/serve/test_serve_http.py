@@ -17,7 +17,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 from serve_support import EXPECTED, emit_session, keeping_tracer, service_in_thread, wait_for
 
 from otel_agentguard.exporters import OTLPJsonLinesSpanExporter
-from otel_agentguard.policy import coerce_policy
+from otel_agentguard.judge.policy import coerce_policy
 from otel_agentguard.replay.runner import replay_files
 
 pytest.importorskip("aiohttp")

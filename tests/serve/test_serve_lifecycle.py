@@ -23,7 +23,7 @@ from serve_support import (
     wait_for,
 )
 
-from otel_agentguard.policy import coerce_policy
+from otel_agentguard.judge.policy import coerce_policy
 
 aiohttp = pytest.importorskip("aiohttp")
 

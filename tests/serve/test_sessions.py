@@ -6,7 +6,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from serve_support import emit_session, keeping_tracer
 
-from otel_agentguard.policy import coerce_policy
+from otel_agentguard.judge.policy import coerce_policy
 
 pytest.importorskip("aiohttp")
 

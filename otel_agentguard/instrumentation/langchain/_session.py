@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from otel_agentguard import attributes as A
-from otel_agentguard.session_resolution import baggage_session, enclosing_session
+from otel_agentguard.live.resolution import baggage_session, enclosing_session
 
 _THREAD_KEY = "thread_id"
 

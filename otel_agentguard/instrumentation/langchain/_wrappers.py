@@ -52,12 +52,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.instrumentation._base import InstrumentationContext
 from otel_agentguard.instrumentation._model_call import ModelCall
 from otel_agentguard.instrumentation._stream import StreamEnd, end_model_call, ended_by
+from otel_agentguard.instrumentation._tool_span import intervene, tool_result_attributes, tool_start_attributes
 from otel_agentguard.instrumentation.langchain import _extract, _session
 
 logger = logging.getLogger(__name__)

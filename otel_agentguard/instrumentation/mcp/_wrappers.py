@@ -50,10 +50,14 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._tool_span import record_intervention, tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.instrumentation._base import InstrumentationContext
-from otel_agentguard.policy import Policy
+from otel_agentguard.instrumentation._tool_span import (
+    record_intervention,
+    tool_result_attributes,
+    tool_start_attributes,
+)
+from otel_agentguard.judge.policy import Policy
 
 logger = logging.getLogger(__name__)
 

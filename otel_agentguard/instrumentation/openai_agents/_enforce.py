@@ -17,8 +17,8 @@ from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard.guard_ref import GuardRef
 from otel_agentguard.instrumentation._base import InstrumentationContext
+from otel_agentguard.live.guard_ref import GuardRef
 
 TARGET_MODULE = "agents.run_internal.tool_execution"
 TARGET_NAME = "_invoke_function_tool_with_metadata"

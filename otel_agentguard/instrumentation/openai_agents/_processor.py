@@ -50,15 +50,17 @@ from opentelemetry import context, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from otel_agentguard import _internal_errors, _ranges, _registry
+from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
-from otel_agentguard._tool_span import tool_result_attributes, tool_start_attributes
 from otel_agentguard.config import capture_content, instrumentation_suppressed
-from otel_agentguard.guard_ref import PROCESS_GUARD, GuardRef
 from otel_agentguard.instrumentation._model_call import response_attributes
+from otel_agentguard.instrumentation._tool_span import tool_result_attributes, tool_start_attributes
 from otel_agentguard.instrumentation.openai_agents import _extract
-from otel_agentguard.policy import Policy
-from otel_agentguard.session_resolution import baggage_session, enclosing_session
+from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.policy import Policy
+from otel_agentguard.live import registry as _registry
+from otel_agentguard.live.guard_ref import PROCESS_GUARD, GuardRef
+from otel_agentguard.live.resolution import baggage_session, enclosing_session
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
 from otel_agentguard._fork import renew_in_forked_children
-from otel_agentguard.guard_ref import GuardRef
+from otel_agentguard.live.guard_ref import GuardRef
 
 # Re-entrant: _add holds it while calling into the SDK, whose set_processors we wrap.
 _lock = threading.RLock()

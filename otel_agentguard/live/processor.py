@@ -1,0 +1,424 @@
+"""The span processor that judges agent sessions on the fly: a thin adapter.
+
+On start, it decides whether a span is the guard's business (a step, a
+session span, or any span inside a session), stamps it with
+``agentguard.session.id`` and, for a step, the session's next
+``agentguard.sequence``. On end, it turns step spans into steps and hands them
+to :class:`~otel_agentguard.live.sessions.LiveSessions`, which judges them in
+sequence order and writes alerts and verdicts
+(:mod:`otel_agentguard.live.verdicts`). In enforce mode the wrappers' hooks go
+to :class:`~otel_agentguard.live.enforcement.LiveEnforcement`. Which session a
+span belongs to is decided in one place, :mod:`otel_agentguard.live.resolution`.
+
+Most spans of a service are no agent step: a span with none of the attributes
+that make a step or name a session costs one set test and the context's session
+lookup, and is stamped only when it runs inside a session.
+
+Threading contract (the SDK's): ``on_start`` and ``on_end`` run synchronously
+on the thread that starts or ends the span, from any number of threads. They
+never raise: the SDK's multi-processor has no try/except, so an exception here
+would reach the user's ``span.end()`` and skip every processor after ours.
+Every entry point therefore catches, reports once, and carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import weakref
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from otel_agentguard import _internal_errors
+from otel_agentguard import attributes as A
+from otel_agentguard.attributes import SESSION_ID  # a module global: read for every span
+from otel_agentguard.environment_variables import (
+    OTEL_AGENTGUARD_MAX_SESSIONS,
+    OTEL_AGENTGUARD_MODE,
+    OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S,
+)
+from otel_agentguard.judge.policy import Policy, coerce_policy
+from otel_agentguard.judge.session_judge import Verdict
+from otel_agentguard.judge.steps import (
+    KIND_OF_OPERATION,
+    STEP_KIND_ATTRIBUTES,
+    TOOL,
+    Step,
+    step_from_attributes,
+    step_kind,
+)
+from otel_agentguard.live import registry as _registry
+from otel_agentguard.live.duplicates import DuplicateSpans, enclosing_step
+from otel_agentguard.live.enforcement import LiveEnforcement
+from otel_agentguard.live.enforcer import Intervention
+from otel_agentguard.live.metrics import GuardMetrics
+from otel_agentguard.live.resolution import (
+    SESSION_ATTRIBUTES,
+    current_context,
+    named_session,
+    session_in_context,
+    span_attributes,
+)
+from otel_agentguard.live.session import LiveSession
+from otel_agentguard.live.sessions import LiveSessions
+from otel_agentguard.live.store import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS, SessionStore
+from otel_agentguard.live.verdicts import VERDICT_SPAN_NAME, VerdictWriter, alert_attributes
+
+logger = logging.getLogger(__name__)
+
+MODES = ("observe", "enforce")
+# Attributes that make a span more than "a span inside a session, perhaps".
+_MARKERS = frozenset((*STEP_KIND_ATTRIBUTES, *SESSION_ATTRIBUTES, A.NESTED_STEP, A.VERDICT))
+
+__all__ = ["MODES", "VERDICT_SPAN_NAME", "AgentGuardSpanProcessor", "alert_attributes", "span_attributes"]
+
+
+class AgentGuardSpanProcessor(SpanProcessor):
+    """Judges agent sessions as their spans start and end.
+
+    A session is one agent run: the ``invoke_agent`` span that names it (made
+    by :func:`otel_agentguard.session` or by a framework), or, without one, the
+    steps up to and including a final answer. Sequence numbers keep counting
+    when a session id comes back for another run.
+
+    Beside the SDK's four methods, the class is the surface that ``ag.session``,
+    the wrappers' enforcement hooks and operators call; those are one-line
+    delegations to :class:`LiveSessions` and :class:`LiveEnforcement`, which hold
+    the logic.
+
+    Args:
+        policy: a :class:`~otel_agentguard.judge.policy.Policy`, a path to a TOML
+            policy, or ``None`` for ``OTEL_AGENTGUARD_POLICY`` / the built-in defaults.
+        mode: ``"observe"`` or ``"enforce"``; ``None`` reads ``OTEL_AGENTGUARD_MODE``.
+        tracer_provider: where verdict spans are written. Pass the provider this
+            processor is added to (``install()`` does); default the global provider.
+        meter_provider: where metrics go; default the global provider.
+        max_sessions: most sessions judged at once (LRU beyond it; running ones are kept).
+        idle_timeout_s: a session without a span for this long is ended.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | str | os.PathLike[str] | None = None,
+        mode: str | None = None,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: Any = None,
+        max_sessions: int | None = None,
+        idle_timeout_s: float | None = None,
+    ):
+        self.policy = coerce_policy(policy)
+        self._mode = _resolve_mode(mode)
+        self.tracer_provider = tracer_provider
+        self._store_options = _store_limits(max_sessions, idle_timeout_s)
+        self._metrics = GuardMetrics(meter_provider)
+        self._verdicts = VerdictWriter(self.mode, tracer_provider)
+        self._sessions = LiveSessions(self.policy, self.mode == "enforce", self._verdicts, self._metrics,
+                                      *self._store_options)
+        # Only enforce mode asks where a model call runs, so only enforce mode keeps tool scopes.
+        self._enforcement = LiveEnforcement(self._sessions, self.policy) if self.mode == "enforce" else None
+        self._duplicates = DuplicateSpans()
+        self._shut_down = False
+        _registry.register(self)
+        _start_afresh_in_forked_children(self)
+
+    @property
+    def mode(self) -> str:
+        """``"observe"`` or ``"enforce"``, fixed when the processor is made."""
+        return self._mode
+
+    @property
+    def shut_down(self) -> bool:
+        return self._shut_down
+
+    @property
+    def _store(self) -> SessionStore[LiveSession]:
+        return self._sessions.store
+
+    def _after_fork(self) -> None:
+        """In a forked child: no live sessions (they run in the parent), fresh locks."""
+        self._sessions.after_fork()
+        if self._enforcement is not None:
+            self._enforcement.after_fork()
+        self._duplicates = DuplicateSpans()
+
+    # --- SpanProcessor -----------------------------------------------------------
+    # on_start and on_end run for every span of the service, most of them no agent's.
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            try:
+                attrs = span._attributes._dict  # type: ignore[union-attr]  # an SDK span's; checked below
+            except AttributeError:
+                attrs = None
+            if type(attrs) is not dict:
+                attrs = span_attributes(span)
+            if not _MARKERS.isdisjoint(attrs):
+                self._start_marked(span, attrs, parent_context)
+                return
+            # Neither a step nor naming a session: it joins the context's session, if any.
+            if parent_context is None:
+                parent_context = current_context()
+            if parent_context:  # else an empty context: a trace's root span without baggage
+                session_id = session_in_context(parent_context)
+                if session_id is not None:
+                    span.set_attributes({SESSION_ID: session_id})
+            if self._enforcement is not None:
+                self._enforcement.span_started(span, False, parent_context)
+        except Exception as exc:  # deliberate: never raise into the user's span start
+            _internal_errors.report("processor.on_start", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            try:
+                attrs = span._attributes._dict  # type: ignore[union-attr]  # an SDK span's; checked below
+            except AttributeError:
+                attrs = None
+            if type(attrs) is not dict:
+                attrs = span_attributes(span)
+            session_id = attrs.get(SESSION_ID)
+            if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
+                self._session_span_ended(span, attrs, session_id)
+        except Exception as exc:  # deliberate: never raise into the user's span.end()
+            _internal_errors.report("processor.on_end", exc)
+
+    def shutdown(self) -> None:
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            self._sessions.end_all()
+        except Exception as exc:  # deliberate: shutdown must finish
+            _internal_errors.report("processor.shutdown", exc)
+        self._metrics.close()
+        _registry.unregister(self)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        try:
+            self._store.sweep()
+        except Exception as exc:  # deliberate
+            _internal_errors.report("processor.force_flush", exc)
+        return True
+
+    # --- start ---------------------------------------------------------------------------
+    def _start_marked(self, span: Span, attrs: Any, parent_context: Context | None) -> None:
+        if attrs.get(A.VERDICT):
+            return
+        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # step_kind, inline
+        named = named_session(attrs)
+        session_id = named or session_in_context(parent_context)
+        implicit = session_id is None
+        if session_id is None:
+            if kind is None:
+                return
+            session_id = trace.format_trace_id(span.get_span_context().trace_id)
+        # One write for all stamps.
+        stamps: dict[str, AttributeValue] = {}
+        if attrs.get(A.SESSION_ID) != session_id:  # absent, or a foreign non-string value
+            stamps[A.SESSION_ID] = session_id
+        if self._enforcement is not None:
+            self._enforcement.span_started(span, kind == TOOL, parent_context)
+        is_session_span = named is not None and operation == A.OP_INVOKE_AGENT
+        if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
+            # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
+            if stamps:
+                span.set_attributes(stamps)
+            return
+        # (A root span has no recording parent: its context holds no valid span.)
+        if kind is not None and span.parent is not None and \
+                (step := enclosing_step(kind, attrs, parent_context)) is not None:
+            stamps[A.NESTED_STEP] = True
+            span.set_attributes(stamps)
+            self._duplicates.remember(span, step)
+            return
+        if implicit and span.parent is None and self._enforcement is None:
+            # A lone call: judged alone at its end, unless a step starts inside it (see LiveSessions).
+            # (Enforce mode asks its session before and after the call: it opens one.)
+            sequence = self._sessions.start_lone_call(session_id, attrs, span.start_time or time.time_ns())
+            if sequence is not None:
+                stamps[A.SEQUENCE] = sequence
+                span.set_attributes(stamps)
+                return
+        session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
+        if is_session_span and session.session_span is None:
+            session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
+        if kind is not None:
+            stamps[A.SEQUENCE] = session.start_step()
+        if stamps:
+            span.set_attributes(stamps)
+
+    # --- end -------------------------------------------------------------------------------
+    def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
+        if self._enforcement is not None and (context := span.get_span_context()) is not None:
+            self._enforcement.span_ended(context.span_id)
+        session = self._sessions.peek(session_id)
+        if span.parent is None and session_id in self._sessions.lone:
+            session = self._lone_call_ended(span, attrs, session_id, session)
+        if session is None:
+            return  # ended (or never judged): a late span cannot change a verdict
+        self._ended_in(session, span, attrs, session_id)
+
+    def _ended_in(self, session: LiveSession, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
+        if session.is_session_span(span):
+            # A session span we did not end ourselves (a framework's): its verdict goes
+            # on a verdict span, since an ended span takes no more attributes.
+            self._sessions.close(session, error=span.status.status_code is StatusCode.ERROR)
+            return
+        sequence = attrs.get(A.SEQUENCE)
+        if type(sequence) is not int:  # only ours count; a foreign value of another type is no number
+            sequence = None
+        duplicate = attrs.get(A.NESTED_STEP)
+        if duplicate and self._duplicates:
+            self._duplicates.ended(span, attrs)
+        if duplicate:
+            kind = None
+        else:
+            operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+            kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # inline
+        if kind is None and sequence is None:
+            return
+        if sequence is not None:
+            if sequence < session.first_sequence:
+                return  # a straggler of an earlier run of this session id
+            session.step_span_ended()
+        if kind is None:
+            assert sequence is not None  # neither a step nor numbered returned above
+            self._sessions.skip(session, sequence)
+        else:
+            if sequence is None:  # became a step after it started: number it now
+                sequence = session.sequence.next()
+            try:
+                step = self._step(span, attrs, kind, session_id, sequence)
+            except Exception as exc:  # deliberate: lose this step, not the ones after it
+                _internal_errors.report("processor.step", exc)
+                self._sessions.skip(session, sequence)
+            else:
+                self._sessions.step_ended(session, kind, step, attrs, span)
+        if session.implicit and span.parent is None:  # a step span that was its trace's root: the trace is over
+            self._sessions.trace_over(session)
+
+    def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str,
+                         stored: LiveSession | None) -> LiveSession | None:
+        """A lone call's span ended: its step judged alone (None returned), or the session to judge
+        it in: the one a step inside it claimed, or, where judging alone does not fit, the one it
+        would have opened."""
+        kind = None if attrs.get(A.NESTED_STEP) else step_kind(attrs)
+        step = None
+        if kind is not None and attrs.get(A.SEQUENCE) == 1 and self._sessions.asks_for_no_calls(kind, attrs):
+            try:
+                step = self._step(span, attrs, kind, session_id, 1)
+            except Exception:  # deliberate: judged in a session below, which reports it once
+                step = None
+        if step is None:
+            return self._sessions.lone_call_session(session_id, stored)
+        return self._sessions.end_lone_call(session_id, stored, step, span)
+
+    def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
+        return step_from_attributes(
+            attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
+            span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
+            status_error=span.status.status_code is StatusCode.ERROR, payloads=self._sessions.payloads,
+        )
+
+    # --- what sessions, wrappers and operators ask ------------------------------------------
+    def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:
+        """Called by :func:`otel_agentguard.session` just before it ends its span:
+        stamps the verdict on the span while it can still take attributes."""
+        try:
+            session_id = span_attributes(span).get(A.SESSION_ID)
+            session = self._sessions.peek(session_id) if session_id else None  # (ending: no activity to count)
+            if session is None or session.session_span is not span:
+                return None
+            return self._sessions.close(session, error=error)
+        except Exception as exc:  # deliberate: the user's session must still end cleanly
+            _internal_errors.report("processor.end_session", exc)
+            return None
+
+    def verdict_attributes(self, verdict: Verdict) -> dict[str, Any]:
+        return self._verdicts.attributes(verdict)
+
+    # The enforcement hooks (observe mode: nothing to do); see LiveEnforcement for what each does.
+    def before_tool_call(self, args_fingerprint: str | None, session_id: str | None = None) -> Intervention | None:
+        return self._enforcement.before_tool_call(args_fingerprint, session_id) if self._enforcement else None
+
+    def before_model_call(self, session_id: str | None = None,
+                          answered_ids: frozenset[str] | None = None) -> str | None:
+        return self._enforcement.before_model_call(session_id, answered_ids) if self._enforcement else None
+
+    def after_model_call(self, session_id: str | None = None, tool_calls: int | None = None,
+                         call_ids: tuple[str, ...] = ()) -> None:
+        if self._enforcement is not None:
+            self._enforcement.after_model_call(session_id, tool_calls, call_ids)
+
+    def stop_repeating_output(self, session_id: str | None, step: Step) -> None:
+        if self._enforcement is not None:
+            self._enforcement.stop_repeating_output(session_id, step)
+
+    def request_interrupt(self, session_id: str, reason: str) -> bool:
+        return self._enforcement is not None and self._enforcement.request_interrupt(session_id, reason)
+
+    def live_session_ids(self) -> list[str]:
+        """The live sessions' ids, a running lone call's included."""
+        ids = self._store.keys()
+        stored = set(ids)
+        return ids + [session_id for session_id in list(self._sessions.lone) if session_id not in stored]
+
+    def live_session_count(self) -> int:
+        """Lock-free (a signal handler may ask); a running lone call counts as a live session."""
+        return len(self._store) + sum(type(entry) is tuple for entry in list(self._sessions.lone.values()))
+
+
+def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None:
+    """A forked child (gunicorn, multiprocessing) inherits the parent's sessions and possibly a
+    lock held mid-update: it starts afresh. A weak reference, so the hook keeps no dropped
+    processor alive."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    reference = weakref.ref(processor)
+
+    def after_fork_in_child() -> None:
+        alive = reference()
+        if alive is not None:
+            alive._after_fork()
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+def _resolve_mode(mode: str | None) -> str:
+    chosen = (mode or os.environ.get(OTEL_AGENTGUARD_MODE) or "observe").strip().lower()
+    if chosen not in MODES:
+        source = "mode" if mode else OTEL_AGENTGUARD_MODE
+        raise ValueError(f"{source}: expected 'observe' or 'enforce', got {chosen!r}")
+    return chosen
+
+
+def _store_limits(max_sessions: int | None, idle_timeout_s: float | None) -> tuple[int, float]:
+    """The given limits, else the environment's, else the defaults."""
+    return (
+        max_sessions if max_sessions is not None
+        else _env_number(OTEL_AGENTGUARD_MAX_SESSIONS, DEFAULT_MAX_SESSIONS, int),
+        idle_timeout_s if idle_timeout_s is not None
+        else _env_number(OTEL_AGENTGUARD_SESSION_IDLE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S, float),
+    )
+
+
+def _env_number(name: str, default: Any, kind: type) -> Any:
+    """A positive, finite number from the environment; anything else is refused with one warning."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        logger.warning("%s=%r is not a positive finite number: using the default %s", name, raw, default)
+        return default
+    return value
