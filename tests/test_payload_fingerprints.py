@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from otel_agentguard.judge.fingerprints import _json_text, _json_text_form
 from otel_agentguard.judge.fingerprints import canonical as fingerprint
-from otel_agentguard.judge.fingerprints.canonical import DEFAULT_NOISE_KEYS, Fingerprinter, is_empty
+from otel_agentguard.judge.fingerprints.canonical import DEFAULT_NOISE_KEYS, Fingerprinter, _Canonicalizer, is_empty
 from otel_agentguard.judge.fingerprints.payloads import NO_MEMORY, PayloadFingerprints
 
 PROPS = settings(max_examples=500, deadline=None,
@@ -51,10 +51,10 @@ def reference(tool: Fingerprinter, raw: str) -> tuple[str, str, bool]:
 # Who writes the form of a text: orjson (where installed and writing the form), or the reference walker.
 @pytest.fixture(params=["orjson", "walker"])
 def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "orjson" and not _json_text_form.available():
+    if request.param == "orjson" and not _json_text_form.AVAILABLE:
         pytest.skip("orjson is not installed (or writes another form)")
     if request.param == "walker":
-        monkeypatch.setattr(_json_text_form, "available", lambda: False)
+        monkeypatch.setattr(_json_text_form, "AVAILABLE", False)
     return str(request.param)
 
 
@@ -72,11 +72,11 @@ def test_payload_fingerprints_equal_the_reference_walkers(writer: str, value: An
 
 
 def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() -> None:
-    if not _json_text_form.available():
+    if not _json_text_form.AVAILABLE:
         pytest.skip("orjson is not installed (or writes another form)")
     plain = frozenset()
     assert _json_text_form.form_of_json_text('{"b": [1, 2.5, "x"], "a": {"c": null}}', plain) is not None
-    for raw in ('[1e16]', '["1e16"]', '{"trace_id": 1}', '[' * 65 + ']' * 65,
+    for raw in ('[1e16]', '{"trace_id": 1}', '[' * 65 + ']' * 65,
                 '{"n": 123456789012345678901234}', '[NaN]', '["\\ud800"]', '{"a": 1', '"text"'):
         noise = DEFAULT_NOISE_KEYS
         assert _json_text_form.form_of_json_text(raw, noise) is None, raw
@@ -86,10 +86,16 @@ def test_orjson_writes_the_forms_it_can_and_leaves_the_others_to_the_walker() ->
         assert _json_text_form.form_of_json_text(raw, plain) is None, raw
     # A noise key's name inside a string is no key: orjson still writes that form.
     assert _json_text_form.form_of_json_text('{"note": "{\\"trace_id\\": 1}"}', DEFAULT_NOISE_KEYS) is not None
+    # Digits and an "e" inside a string (a hex id) are no float: orjson writes that form, and a
+    # string spelled as a number is written as the number, as the walker writes it.
+    for raw in ('{"id": "d6e7f719", "sku": "1e9282"}', '["1e16", "3e4f-x"]', '{"a": "1.0,2"}'):
+        written = _json_text_form.form_of_json_text(raw, plain)
+        assert written is not None, raw
+        assert written[0].decode() == _Canonicalizer(plain, plain, bulk=False).form(json.loads(raw)), raw
 
 
 def test_orjson_writes_string_values_spelled_as_numbers_as_the_numbers() -> None:
-    if not _json_text_form.available():
+    if not _json_text_form.AVAILABLE:
         pytest.skip("orjson is not installed (or writes another form)")
     raw = '{"id": "42", "42": "x", "q": "\\"12", "z": ["1.50", "007", "-0", "' + "9" * 401 + '"]}'
     written = _json_text_form.form_of_json_text(raw, frozenset())

@@ -426,10 +426,10 @@ def test_a_step_that_cannot_be_read_is_lost_alone(monkeypatch):
 
     real = processor_module.step_from_attributes
 
-    def flaky(attrs, **kwargs):
+    def flaky(attrs, *args, **kwargs):
         if attrs.get(A.GEN_AI_TOOL_NAME) == "get_order":
             raise ValueError("adapter bug")
-        return real(attrs, **kwargs)
+        return real(attrs, *args, **kwargs)
 
     monkeypatch.setattr(processor_module, "step_from_attributes", flaky)
     before = _internal_errors.counts().get("processor.step", 0)

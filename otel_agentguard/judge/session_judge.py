@@ -91,6 +91,7 @@ class LastAction(NamedTuple):
 
 
 _LAST_ACTIONS = 5  # the breakpoint's "last actions"
+_NONE_RAISED: list[Alert] = []  # never written: what a step that raised nothing returns
 _ACTION_FIELDS = len(LastAction._fields)
 
 
@@ -139,8 +140,8 @@ class SessionJudge:
     def observe(self, step: Step) -> list[Alert]:
         """Account for one step (in sequence order) and return the alerts it raised."""
         self._account(step)
-        raised: list[Alert] = []
         totals = self.totals
+        raised: list[Alert] | None = None
         # The shared probes that read this kind of step (each still checks for itself).
         for probe in self._by_kind.get(step.kind, self._shared) if self._own is None else tuple(self._own):
             try:
@@ -149,9 +150,12 @@ class SessionJudge:
                 self._probe_failed(probe, exc)
                 continue
             if found:
+                if raised is None:
+                    raised = []
                 raised.extend(found)
-        if raised:
-            self.alerts.extend(raised)
+        if raised is None:
+            return _NONE_RAISED
+        self.alerts.extend(raised)
         return raised
 
     def _probe_failed(self, probe: Probe, exc: Exception) -> None:
@@ -173,31 +177,33 @@ class SessionJudge:
 
     def _account(self, step: Step) -> None:
         totals = self.totals
+        # (Comparisons, not max(): this runs for every step.)
         if not totals.start_ns and step.start_ns:
             totals.start_ns = step.start_ns
-        # (Comparisons, not max(): this runs for every step.)
         if step.end_ns > self._last_end_ns:
             self._last_end_ns = step.end_ns
         if step.sequence > self._last_sequence:
             self._last_sequence = step.sequence
-        totals.tokens += step.input_tokens + step.output_tokens
-        if step.cost_usd is not None:
-            totals.cost_usd += step.cost_usd
-        elif step.kind == MODEL:
-            totals.cost_usd += self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens)
         if step.kind == TOOL:
             totals.remember_call(step, self._keep_calls)
             totals.steps += 1
             left = totals.open_tool_calls - 1  # never below 0, whatever a span said was asked for
             totals.open_tool_calls = left if left > 0 else 0
-            if not step.failed and step.empty is False:
-                totals.partial_result = True
             if not step.failed:
+                if step.empty is False:
+                    totals.partial_result = True
                 if step.effect == "write":
                     totals.wrote = True
                 if step.name == self.policy.finish_tool:
                     totals.finished_explicitly = True
+            if step.input_tokens or step.output_tokens:  # (a tool step seldom has any)
+                totals.tokens += step.input_tokens + step.output_tokens
+            if step.cost_usd is not None:
+                totals.cost_usd += step.cost_usd
         else:
+            totals.tokens += step.input_tokens + step.output_tokens
+            totals.cost_usd += (step.cost_usd if step.cost_usd is not None
+                                else self.policy.prices.cost(step.model, step.input_tokens, step.output_tokens))
             totals.model_calls += 1
             totals.open_tool_calls = step.tool_calls or 0  # a new turn: its batch is what is open now
             if step.final:

@@ -123,7 +123,6 @@ def nested_step(kind: str, attrs: Mapping[str, Any], parent_kind: str | None, pa
 
 def step_from_attributes(
     attrs: Mapping[str, Any],
-    *,
     kind: str,
     session_id: str,
     sequence: int,
@@ -170,13 +169,14 @@ def _tool_step(
                 result_fp = fingerprint
             if empty is None:
                 empty = result_empty
+    # (Positional: a call with a dozen keywords costs about twice as much, and every step is made here.)
     return Step(
-        session_id, sequence, TOOL, name, start_ns, end_ns,  # the leading fields, in order
-        args_fingerprint=str(args_fp) if args_fp is not None else None,
-        result_fingerprint=str(result_fp) if result_fp is not None else None,
-        failed=status_error or bool(attrs.get(A.ERROR_TYPE)),
-        empty=bool(empty) if empty is not None else None,
-        effect=policy.effect(name, _effect(attrs.get(A.TOOL_EFFECT))),
+        session_id, sequence, TOOL, name, start_ns, end_ns,
+        str(args_fp) if args_fp is not None else None,  # args_fingerprint
+        str(result_fp) if result_fp is not None else None,  # result_fingerprint
+        status_error or bool(attrs.get(A.ERROR_TYPE)),  # failed
+        bool(empty) if empty is not None else None,  # empty
+        policy.effect(name, _effect(attrs.get(A.TOOL_EFFECT))),  # effect
     )
 
 
@@ -236,18 +236,21 @@ def _model_step(
             if text:
                 verdict = policy.claims.verdict(text)
                 claims, claim_rule, claim_clause = verdict.categories, verdict.rule, verdict.clause
+    # The usual token counts read inline, anything else through _tokens.
+    input_tokens = attrs.get(A.GEN_AI_USAGE_INPUT_TOKENS)
+    if type(input_tokens) is not int or not 0 <= input_tokens <= _ranges.MAX_COUNT:
+        input_tokens = _tokens(attrs, A.GEN_AI_USAGE_INPUT_TOKENS, A.LEGACY_INPUT_TOKENS)
+    output_tokens = attrs.get(A.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if type(output_tokens) is not int or not 0 <= output_tokens <= _ranges.MAX_COUNT:
+        output_tokens = _tokens(attrs, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.LEGACY_OUTPUT_TOKENS)
     return Step(
-        session_id, sequence, MODEL, str(model or ""), start_ns, end_ns,  # the leading fields, in order
-        input_tokens=_tokens(attrs, A.GEN_AI_USAGE_INPUT_TOKENS, A.LEGACY_INPUT_TOKENS),
-        output_tokens=_tokens(attrs, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.LEGACY_OUTPUT_TOKENS),
-        model=str(model) if model else None,
-        finish_reasons=finish,
-        tool_calls=tool_calls,
-        final=final,
-        claims=claims,
-        claim_rule=claim_rule if claims else None,
-        claim_clause=claim_clause if claims else None,
-        output_repetition=repetition,
+        session_id, sequence, MODEL, str(model or ""), start_ns, end_ns,
+        None, None, False, None, None,  # the tool step's fields
+        input_tokens, output_tokens,
+        str(model) if model else None,
+        finish, tool_calls, final, claims,
+        claim_rule if claims else None, claim_clause if claims else None,
+        None, None, repetition,  # cost_usd (priced from the tokens), label, output_repetition
     )
 
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from otel_agentguard import attributes as A
 from otel_agentguard.judge.steps import KIND_OF_OPERATION, MODEL, nested_step, step_kind
-from otel_agentguard.live.resolution import parent_span, span_attributes
+from otel_agentguard.live.resolution import span_attributes
 
 _CARRIED_TO_STEP = (
     A.RESPONSE_TOOL_CALLS, A.FINAL_CLAIMS, A.GEN_AI_RESPONSE_FINISH_REASONS,
@@ -33,16 +32,15 @@ _CARRIED_TO_STEP = (
 _MAX_OPEN_DUPLICATES = 10_000
 
 
-def enclosing_step(kind: str, attrs: Mapping[str, Any], parent_context: Context | None) -> Any:
-    """The step span a starting step span duplicates (its recording parent), or None.
+def enclosing_step(kind: str, attrs: Mapping[str, Any], parent: Any, parent_attrs: Mapping[str, Any] | None) -> Any:
+    """The step span a starting step span duplicates (its recording ``parent``, whose attributes are
+    ``parent_attrs``), or None.
 
     A model span right inside a model span is one call; a tool span right inside a
     tool span of the same tool is one call too (a tool that calls other tools has
     other names)."""
-    parent = parent_span(parent_context)
     if parent is None:
         return None
-    parent_attrs = span_attributes(parent)
     # The usual parent (an agent span, a model span around a tool span) names an operation of
     # another kind: nested_step's first test, made here without its calls.
     operation = parent_attrs.get(A.GEN_AI_OPERATION_NAME) if parent_attrs else None

@@ -34,7 +34,6 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
-from opentelemetry.util.types import AttributeValue
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
@@ -60,9 +59,11 @@ from otel_agentguard.live.enforcement import LiveEnforcement
 from otel_agentguard.live.enforcer import Intervention
 from otel_agentguard.live.metrics import GuardMetrics
 from otel_agentguard.live.resolution import (
+    SESSION_ATTRIBUTE_SET,
     SESSION_ATTRIBUTES,
     current_context,
     named_session,
+    session_and_parent,
     session_in_context,
     span_attributes,
 )
@@ -168,7 +169,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if parent_context:  # else an empty context: a trace's root span without baggage
                 session_id = session_in_context(parent_context)
                 if session_id is not None:
-                    span.set_attributes({SESSION_ID: session_id})
+                    span.set_attribute(SESSION_ID, session_id)
             if self._enforcement is not None:
                 self._enforcement.span_started(span, False, parent_context)
         except Exception as exc:  # deliberate: never raise into the user's span start
@@ -210,99 +211,106 @@ class AgentGuardSpanProcessor(SpanProcessor):
     def _start_marked(self, span: Span, attrs: Any, parent_context: Context | None) -> None:
         if attrs.get(A.VERDICT):
             return
+        if parent_context is None:
+            parent_context = current_context()
         operation = attrs.get(A.GEN_AI_OPERATION_NAME)
-        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # step_kind, inline
-        named = named_session(attrs)
-        session_id = named or session_in_context(parent_context)
+        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
+        named = None if SESSION_ATTRIBUTE_SET.isdisjoint(attrs) else named_session(attrs)
+        carried, parent, parent_attrs = session_and_parent(parent_context)
+        session_id = named or carried
         implicit = session_id is None
         if session_id is None:
             if kind is None:
                 return
             session_id = trace.format_trace_id(span.get_span_context().trace_id)
-        # One write for all stamps.
-        stamps: dict[str, AttributeValue] = {}
-        if attrs.get(A.SESSION_ID) != session_id:  # absent, or a foreign non-string value
-            stamps[A.SESSION_ID] = session_id
+        # (a foreign non-string value is replaced by the session's id)
+        stamp_session = attrs.get(A.SESSION_ID) != session_id
         if self._enforcement is not None:
             self._enforcement.span_started(span, kind == TOOL, parent_context)
         is_session_span = named is not None and operation == A.OP_INVOKE_AGENT
         if (kind is None and not is_session_span) or attrs.get(A.NESTED_STEP):
             # Inside the session only; or an instrumentation already knows this span repeats its parent's step.
-            if stamps:
-                span.set_attributes(stamps)
+            if stamp_session:
+                span.set_attribute(A.SESSION_ID, session_id)
             return
         # (A root span has no recording parent: its context holds no valid span.)
         if kind is not None and span.parent is not None and \
-                (step := enclosing_step(kind, attrs, parent_context)) is not None:
-            stamps[A.NESTED_STEP] = True
-            span.set_attributes(stamps)
+                (step := enclosing_step(kind, attrs, parent, parent_attrs)) is not None:
+            if stamp_session:
+                span.set_attribute(A.SESSION_ID, session_id)
+            span.set_attribute(A.NESTED_STEP, True)
             self._duplicates.remember(span, step)
             return
+        sequence: int | None = None
         if implicit and span.parent is None and self._enforcement is None:
             # A lone call: judged alone at its end, unless a step starts inside it (see LiveSessions).
             # (Enforce mode asks its session before and after the call: it opens one.)
             sequence = self._sessions.start_lone_call(session_id, attrs, span.start_time or time.time_ns())
-            if sequence is not None:
-                stamps[A.SEQUENCE] = sequence
-                span.set_attributes(stamps)
-                return
-        session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(), implicit)
-        if is_session_span and session.session_span is None:
-            session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
-        if kind is not None:
-            stamps[A.SEQUENCE] = session.start_step()
-        if stamps:
-            span.set_attributes(stamps)
+        if sequence is None:
+            session = self._sessions.open(session_id, attrs, parent_context, span.start_time or time.time_ns(),
+                                          implicit)
+            if is_session_span and session.session_span is None:
+                session.attach_span(span)  # an inner invoke_agent of the same session joins the outer run
+            if kind is not None:
+                sequence = session.start_step()
+        # (One attribute at a time: the SDK's set_attributes cleans a dict of them at greater cost.)
+        if stamp_session:
+            span.set_attribute(A.SESSION_ID, session_id)
+        if sequence is not None:
+            span.set_attribute(A.SEQUENCE, sequence)
 
     # --- end -------------------------------------------------------------------------------
     def _session_span_ended(self, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
+        """A span stamped with a session ended: its step judged, its run ended, or nothing."""
         if self._enforcement is not None and (context := span.get_span_context()) is not None:
             self._enforcement.span_ended(context.span_id)
-        session = self._sessions.peek(session_id)
-        if span.parent is None and session_id in self._sessions.lone:
+        sessions = self._sessions
+        session = sessions.store.peek(session_id)
+        root = span.parent is None
+        if root and session_id in sessions.lone:
             session = self._lone_call_ended(span, attrs, session_id, session)
         if session is None:
             return  # ended (or never judged): a late span cannot change a verdict
-        self._ended_in(session, span, attrs, session_id)
-
-    def _ended_in(self, session: LiveSession, span: ReadableSpan, attrs: Any, session_id: Any) -> None:
-        if session.is_session_span(span):
+        if session.session_span is not None and (context := span.get_span_context()) is not None \
+                and context.span_id == session.session_span_id:
             # A session span we did not end ourselves (a framework's): its verdict goes
             # on a verdict span, since an ended span takes no more attributes.
-            self._sessions.close(session, error=span.status.status_code is StatusCode.ERROR)
+            sessions.close(session, error=span.status.status_code is StatusCode.ERROR)
             return
         sequence = attrs.get(A.SEQUENCE)
         if type(sequence) is not int:  # only ours count; a foreign value of another type is no number
             sequence = None
         duplicate = attrs.get(A.NESTED_STEP)
-        if duplicate and self._duplicates:
-            self._duplicates.ended(span, attrs)
         if duplicate:
+            if self._duplicates:
+                self._duplicates.ended(span, attrs)
             kind = None
         else:
             operation = attrs.get(A.GEN_AI_OPERATION_NAME)
-            kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)  # inline
-        if kind is None and sequence is None:
-            return
+            kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
         if sequence is not None:
             if sequence < session.first_sequence:
                 return  # a straggler of an earlier run of this session id
-            session.step_span_ended()
+            if session.implicit:
+                session.step_span_ended()
+        elif kind is None:
+            return  # neither a step nor numbered: a span inside the session only
         if kind is None:
-            assert sequence is not None  # neither a step nor numbered returned above
-            self._sessions.skip(session, sequence)
+            sessions.skip(session, sequence)
         else:
             if sequence is None:  # became a step after it started: number it now
                 sequence = session.sequence.next()
             try:
-                step = self._step(span, attrs, kind, session_id, sequence)
+                step = step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name,
+                                            span.start_time or 0, span.end_time or 0,
+                                            span.status.status_code is StatusCode.ERROR, sessions.payloads)
             except Exception as exc:  # deliberate: lose this step, not the ones after it
                 _internal_errors.report("processor.step", exc)
-                self._sessions.skip(session, sequence)
+                sessions.skip(session, sequence)
             else:
-                self._sessions.step_ended(session, kind, step, attrs, span)
-        if session.implicit and span.parent is None:  # a step span that was its trace's root: the trace is over
-            self._sessions.trace_over(session)
+                sessions.step_ended(session, kind, step, attrs, span)
+        if root and session.implicit:  # a step span that was its trace's root: the trace is over
+            sessions.trace_over(session)
 
     def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str,
                          stored: LiveSession | None) -> LiveSession | None:
@@ -321,11 +329,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return self._sessions.end_lone_call(session_id, stored, step, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
-        return step_from_attributes(
-            attrs, kind=kind, session_id=session_id, sequence=sequence, policy=self.policy,
-            span_name=span.name, start_ns=span.start_time or 0, end_ns=span.end_time or 0,
-            status_error=span.status.status_code is StatusCode.ERROR, payloads=self._sessions.payloads,
-        )
+        return step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name, span.start_time or 0,
+                                    span.end_time or 0, span.status.status_code is StatusCode.ERROR,
+                                    self._sessions.payloads)
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:

@@ -37,7 +37,7 @@ from otel_agentguard.live._context import SESSION_KEY, SessionContext
 
 #: Attributes by which a span names its session, most specific first.
 SESSION_ATTRIBUTES = (A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID)
-_SESSION_ATTRIBUTE_SET = frozenset(SESSION_ATTRIBUTES)
+SESSION_ATTRIBUTE_SET = frozenset(SESSION_ATTRIBUTES)
 #: Baggage entries that carry a session id across processes.
 SESSION_BAGGAGE = (A.SESSION_ID_SEMCONV, A.GEN_AI_CONVERSATION_ID)
 
@@ -98,7 +98,7 @@ current_context: Callable[[], Context] = (
 
 def named_session(entries: Mapping[str, Any], keys: tuple[str, ...] = SESSION_ATTRIBUTES) -> str | None:
     """The session a span's attributes name (or, with ``keys``, other entries: baggage)."""
-    if keys is SESSION_ATTRIBUTES and _SESSION_ATTRIBUTE_SET.isdisjoint(entries):
+    if keys is SESSION_ATTRIBUTES and SESSION_ATTRIBUTE_SET.isdisjoint(entries):
         return None  # the usual step span: one C-level test instead of a lookup per spelling
     for key in keys:
         value = entries.get(key)
@@ -111,27 +111,38 @@ def session_in_context(ctx: Context | None = None) -> str | None:
     """The session id the context carries (enclosing session, baggage, parent span), or None."""
     if ctx is None:
         ctx = current_context()
+    carried = _carried_session(ctx)
+    if carried is not None:
+        return carried
+    parent = ctx.get(_SPAN_KEY)
+    if parent is None:
+        return None
+    stamped = span_attributes(parent).get(SESSION_ID)  # the session the guard stamped on the parent at its start
+    return str(stamped) if stamped else None
+
+
+def session_and_parent(ctx: Context) -> tuple[str | None, Any, Mapping[str, Any] | None]:
+    """:func:`session_in_context`, with the parent span and its attributes (None where the context
+    holds no span): a starting step reads its parent once, for its session and to tell whether it
+    duplicates the parent's step."""
+    parent = ctx.get(_SPAN_KEY)
+    parent_attrs = span_attributes(parent) if parent is not None else None
+    carried = _carried_session(ctx)
+    if carried is not None:
+        return carried, parent, parent_attrs
+    stamped = parent_attrs.get(SESSION_ID) if parent_attrs else None
+    return (str(stamped) if stamped else None), parent, parent_attrs
+
+
+def _carried_session(ctx: Context) -> str | None:
+    """The session of an enclosing :func:`otel_agentguard.session`, else one in baggage."""
     enclosing = ctx.get(SESSION_KEY)
     if enclosing is not None:
         return enclosing.session_id  # type: ignore[no-any-return,attr-defined]  # only SessionContext is stored
     carried = ctx.get(_BAGGAGE_KEY)
     if carried:
-        found = named_session(carried, SESSION_BAGGAGE)  # type: ignore[arg-type]  # the API stores a mapping
-        if found is not None:
-            return found
-    parent = ctx.get(_SPAN_KEY)
-    if parent is None:
-        return None
-    # The session the guard stamped on the parent when it started. span_attributes, inline:
-    # every span of the service inside another asks.
-    try:
-        attrs = parent._attributes._dict  # type: ignore[attr-defined]  # an SDK span's; checked below
-    except AttributeError:
-        attrs = None
-    if type(attrs) is not dict:
-        attrs = span_attributes(parent)
-    stamped = attrs.get(SESSION_ID)
-    return str(stamped) if stamped else None
+        return named_session(carried, SESSION_BAGGAGE)  # type: ignore[arg-type]  # the API stores a mapping
+    return None
 
 
 def parent_span(ctx: Context | None = None) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext
 
 from otel_agentguard._fork import renew_in_forked_children
@@ -89,12 +89,6 @@ class LiveSession:
         """``span`` is this session's span: its end ends the session."""
         self.session_span = span
         self.session_span_id = span.get_span_context().span_id
-
-    def is_session_span(self, span: ReadableSpan) -> bool:
-        if self.session_span is None:
-            return False
-        context = span.get_span_context()
-        return context is not None and context.span_id == self.session_span_id
 
     def stop_pending(self) -> bool:
         return self.enforcer is not None and self.enforcer.pending_stop is not None

@@ -246,7 +246,8 @@ class LiveSessions:
             # Judged under the same lock that released them: steps are judged in sequence order
             # whichever thread releases them.
             raised, final = self._observe(session, released)
-        self._judged(session, raised, final)
+        if raised or final:
+            self._judged(session, raised, final)
 
     def skip(self, session: LiveSession, sequence: int) -> None:
         """A numbered span that is no step after all (or whose step was lost): fill its place."""
@@ -283,7 +284,7 @@ class LiveSessions:
         if not steps or session.ended:
             return _NO_ALERTS, False
         final = False
-        raised: list[Alert] = []
+        raised = _NO_ALERTS
         for step in steps:
             found = session.judge.observe(step)
             if session.enforcer is not None:
@@ -291,7 +292,7 @@ class LiveSessions:
                 for alert in found:
                     session.enforcer.on_alert(alert)
             if found:
-                raised.extend(found)
+                raised = raised + found  # (a new list: _NO_ALERTS is never written)
             final = final or step.final
         if raised:
             write_alerts(session, raised)

@@ -1,4 +1,4 @@
-"""Bounded store of live sessions: least-recently-used order plus an idle timeout.
+"""Bounded store of live sessions: an idle timeout, and the least recently used evicted when full.
 
 Sessions idle for longer than ``idle_timeout_s`` are evicted as new ones
 arrive. Beyond ``max_sessions`` the least recently used session is evicted,
@@ -8,6 +8,12 @@ grows past its size and warns once. Evictions are amortised: at most
 ``_MAX_EVICTIONS_PER_CALL`` per insert, so one span start never pays for a
 long quiet period at once. Evicted sessions are handed to ``on_evict``
 outside the lock, so the caller can end them; nothing is dropped silently.
+
+A use (every step's start) only notes the time, without a lock: the order of
+use is settled when the store needs room, as the CLOCK algorithm does. Entries
+wait in the order they were queued; the one at the front that was used since
+it was queued goes to the back once more, the first one that was not is the
+least recently used.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ _MAX_EVICTIONS_PER_CALL = 32
 
 
 class SessionStore(Generic[T]):
-    __slots__ = ("_entries", "_seen", "_lock", "_on_evict", "_pinned", "_max", "_idle", "_clock", "_warned_full")
+    __slots__ = ("_entries", "_seen", "_used", "_lock", "_on_evict", "_pinned", "_max", "_idle", "_clock",
+                 "_warned_full")
 
     def __init__(
         self,
@@ -43,10 +50,11 @@ class SessionStore(Generic[T]):
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         if idle_timeout_s <= 0:
             raise ValueError(f"idle_timeout_s must be positive, got {idle_timeout_s}")
-        self._entries: OrderedDict[str, T] = OrderedDict()  # least recently used first
-        # When each was last used. (Apart, so that using one allocates no tuple that the garbage
-        # collector tracks: the store is touched at every step's start.)
+        self._entries: OrderedDict[str, T] = OrderedDict()  # in the order queued
+        # When each was last used (apart from the entries, so that using one allocates no tuple that
+        # the garbage collector tracks), and which were used since they were queued.
         self._seen: dict[str, float] = {}
+        self._used: set[str] = set()
         self._lock = threading.Lock()
         self._on_evict = on_evict
         self._pinned = pinned
@@ -59,14 +67,13 @@ class SessionStore(Generic[T]):
         return len(self._entries)
 
     def get(self, key: str) -> T | None:
-        if key not in self._entries:  # a miss (every new session's first span) takes no lock: a dict read is atomic
-            return None
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._seen[key] = self._clock()
-                self._entries.move_to_end(key)
-            return value
+        """The value, its use noted (no lock: a dict read and a dict write are atomic)."""
+        value = self._entries.get(key)
+        if value is not None:
+            # (Another thread may pop the entry meanwhile: a time left behind is dropped by _collect.)
+            self._seen[key] = self._clock()
+            self._used.add(key)
+        return value
 
     def peek(self, key: str) -> T | None:
         """The value, without counting this as activity (a dict read: atomic, no lock)."""
@@ -78,7 +85,8 @@ class SessionStore(Generic[T]):
         with self._lock:
             stored = self._entries.get(key)
             if stored is not None:  # another thread won the race: use its session
-                self._entries.move_to_end(key)
+                self._seen[key] = self._clock()
+                self._used.add(key)
                 return stored
             now = self._clock()
             self._collect(now, evicted, room=True)
@@ -91,6 +99,7 @@ class SessionStore(Generic[T]):
     def pop(self, key: str) -> T | None:
         with self._lock:
             self._seen.pop(key, None)
+            self._used.discard(key)
             return self._entries.pop(key, None)
 
     def sweep(self) -> int:
@@ -110,22 +119,30 @@ class SessionStore(Generic[T]):
             values = list(self._entries.values())
             self._entries.clear()
             self._seen.clear()
+            self._used.clear()
         return values
 
     def _collect(self, now: float, evicted: list[T], room: bool) -> None:
-        entries, seen = self._entries, self._seen
+        entries, seen, used = self._entries, self._seen, self._used
         deadline = now - self._idle
         skipped = 0
+        if len(seen) > len(entries) + _MAX_EVICTIONS_PER_CALL:  # times a use noted after its entry was popped
+            for key in [key for key in seen if key not in entries]:
+                del seen[key]
+                used.discard(key)
         while entries and len(evicted) < _MAX_EVICTIONS_PER_CALL and skipped < _MAX_EVICTIONS_PER_CALL:
             key, value = next(iter(entries.items()))
             if seen[key] <= deadline:
                 del entries[key], seen[key]
+                used.discard(key)
                 evicted.append(value)
+            elif key in used or (room and len(entries) >= self._max and self._pinned(value)):
+                # Used since it was queued (a second chance: idle ones reach the front, and the
+                # least recently used is evicted first), or a running agent keeps its session.
+                entries.move_to_end(key)
+                used.discard(key)
+                skipped += 1
             elif room and len(entries) >= self._max:
-                if self._pinned(value):
-                    entries.move_to_end(key)  # a running agent keeps its session; look further
-                    skipped += 1
-                    continue
                 del entries[key], seen[key]
                 evicted.append(value)
             else:

@@ -39,7 +39,9 @@ _NUMERIC_STRING = re.compile(rb'"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-
 # a quote is escaped), and the colon that makes it a key.
 _STRING_TOKEN = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"(:?)', re.DOTALL)
 # Integral, with an exponent, or below 1e-4 (which orjson writes as "0.0000...", repr with one).
-_FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[0-9](?:\.0+[,\]}]|[eE][-+0-9])|0\.0000").search
+# (A number token of orjson's output follows ":", "[" or "," at once: so digits and an "e" inside a
+# string, as in a hex id, are not taken for one, save where the string holds such a character.)
+_FLOAT_WRITTEN_OTHERWISE = re.compile(rb"[:\[,]-?[0-9]+(?:\.0+[,\]}]|(?:\.[0-9]+)?[eE])|[:\[,]-?0\.0000").search
 _MAX_BRACKETS = 63  # below the walk's depth bound (64), whatever the nesting
 # Every digit and "-" as "0": each first look below is then one substring search (orjson
 # writes exponents with a small "e").
@@ -48,8 +50,8 @@ _MAX_PATTERNS = 256
 _special_key_patterns: dict[frozenset[str], Any] = {}
 
 
-def available() -> bool:
-    return _orjson is not None and _plain_json.orjson_agrees()
+#: Whether orjson is installed and writes the canonical form of plain values (checked at import).
+AVAILABLE = _orjson is not None and _plain_json.orjson_agrees()
 
 
 def form_of_json_text(raw: str, special_keys: frozenset[str]) -> tuple[bytes, Any] | None:

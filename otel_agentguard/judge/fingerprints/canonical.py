@@ -771,7 +771,7 @@ class Fingerprinter:
     state already fed the tool name) are built once and copied per digest.
     """
 
-    __slots__ = ("tool_name", "_canonical", "_key", "_prefix", "_states")
+    __slots__ = ("tool_name", "special_keys", "_canonical", "_key", "_prefix", "_states")
 
     def __init__(
         self,
@@ -782,6 +782,8 @@ class Fingerprinter:
     ):
         self.tool_name = tool_name
         self._canonical = _Canonicalizer(frozenset(noise_keys), frozenset(unordered_keys))
+        #: Keys whose values the canonical form does not write as JSON does (noise, unordered).
+        self.special_keys: frozenset[str] = self._canonical.special_keys
         # An explicit secret is derived like the environment's, so any length works.
         self._key = _derive_key(key) if key is not None else None
         # The tool name is part of the call: the same arguments to two tools differ.
@@ -840,22 +842,9 @@ class Fingerprinter:
         digest.update(self._canonical.form(result).encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
 
-    @property
-    def special_keys(self) -> frozenset[str]:
-        """Keys whose values the canonical form does not write as JSON does (noise, unordered)."""
-        return self._canonical.special_keys
-
-    def hash_state(self, *, arguments: bool) -> hashlib.blake2b:
-        """The keyed hash a fingerprint of arguments (else of a result) continues from the canonical
-        form (UTF-8): to copy, never to update."""
-        states = self._states
-        if states is not None and states[0] is (_keyed_state if self._key is None else None):  # as arguments() tests
-            return states[2] if arguments else states[1]  # type: ignore[no-any-return]
-        states = self._hash_states()
-        return states[2] if arguments else states[1]  # type: ignore[no-any-return]
-
-    def digest_of_form(self, form: bytes, *, arguments: bool) -> str:
+    def digest_of_form(self, form: bytes, arguments: bool) -> str:
         """The fingerprint of a canonical form written elsewhere (UTF-8): of arguments, else of a result."""
-        digest = self.hash_state(arguments=arguments).copy()
+        states = self._hash_states()
+        digest = (states[2] if arguments else states[1]).copy()
         digest.update(form)
-        return digest.hexdigest()
+        return digest.hexdigest()  # type: ignore[no-any-return]

@@ -70,10 +70,10 @@ def _fingerprint_of(fingerprinter: Fingerprinter, raw: Any, arguments: bool) -> 
     from the form orjson writes when it can, else through the reference walk."""
     if type(raw) is str and raw[:1] in _JSON_CONTAINER_START:
         written = (_json_text_form.form_of_json_text(raw, fingerprinter.special_keys)
-                   if len(raw) <= _MAX_WRITTEN_CHARS and _json_text_form.available() else None)
+                   if _json_text_form.AVAILABLE and len(raw) <= _MAX_WRITTEN_CHARS else None)
         if written is not None:
             form, value = written
-            return fingerprinter.digest_of_form(form, arguments=arguments), not arguments and is_empty(value)
+            return fingerprinter.digest_of_form(form, arguments), not arguments and is_empty(value)
     value = decode_payload(raw)
     if arguments:
         return fingerprinter.arguments(value).fingerprint, False

@@ -26,7 +26,7 @@ DISPOSAL = "force a terminal state: return what is done as incomplete; do not ex
 
 class BudgetExceeded:
     name = BUDGET_EXCEEDED
-    __slots__ = ("_limits",)
+    __slots__ = ("_limits", "_max_steps", "_max_tokens", "_max_cost", "_max_calls", "_max_wall_s")
 
     def __init__(self, profile: Profile, policy: Policy):
         self._limits = tuple(
@@ -40,13 +40,22 @@ class BudgetExceeded:
             ))
             if limit is not None
         )
+        # The limits again, an absent one as infinity: one comparison each settles the usual step.
+        self._max_steps = _or_inf(profile.max_steps)
+        self._max_tokens = _or_inf(profile.max_tokens)
+        self._max_cost = _or_inf(profile.max_cost_usd)
+        self._max_calls = _or_inf(profile.max_model_calls)
+        self._max_wall_s = _or_inf(profile.max_wall_time_s)
 
     def observe(self, step: Step, totals: SessionTotals) -> list[Alert] | None:
+        if (totals.steps <= self._max_steps and totals.tokens <= self._max_tokens
+                and totals.cost_usd <= self._max_cost and totals.model_calls <= self._max_calls
+                and (not totals.start_ns or (step.end_ns - totals.start_ns) / 1e9 <= self._max_wall_s)):
+            return None  # every total within its limit: the usual step
         alerts = None
         for kind, total, limit, fired in self._limits:
             if totals.fired & fired:
                 continue
-            # Every step reads every budget: a running total is one attribute read, not a call.
             used = getattr(totals, total) if total is not None else _wall_time_used(step, totals)
             if used > limit:
                 totals.fired |= fired
@@ -60,6 +69,10 @@ class BudgetExceeded:
                     budget_kind=kind,
                 ))
         return alerts
+
+
+def _or_inf(limit: float | None) -> float:
+    return float("inf") if limit is None else limit
 
 
 # The budgets that are a running total of the session, by the total's name; wall time is not.
