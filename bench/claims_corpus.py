@@ -1,9 +1,21 @@
-"""Section ``claims``: precision, recall and false alarms of the claim detector on the labelled
-corpus (``tests/data/claims/``), for the part the rules were tuned on and the held-out fifth."""
+"""Section ``claims``: recall and false alarms of the claim detector.
+
+Two kinds of corpus, in ``tests/data/claims/``:
+
+* ``blind-eval/``: sessions written by someone who never saw the rules, frozen before the rules
+  were changed against them, and never tuned on. Its figures are the ones to believe.
+* ``blind-dev/``, ``blind-dev2/`` (written the same way) and the older ``en.tsv``/``zh.tsv``: what
+  the rules were tuned on, so their figures only show the rules still do what they were made to.
+
+A blind session carries its read tools' results: the detector is given them as grounds, as the
+guard is live. An answer in a language the rules do not read counts as right when it is marked
+unchecked.
+"""
 
 from __future__ import annotations
 
 import csv
+import json
 import time
 import zlib
 from dataclasses import dataclass
@@ -11,7 +23,11 @@ from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "claims"
 RECALL_TARGET = 0.95
-FALSE_ALARM_TARGET = 0.03
+FALSE_ALARM_TARGET = 0.03  # the older tuning corpus's
+BLIND_FALSE_ALARM_TARGET = 0.02  # per language, on the frozen blind corpus
+BLIND_EVAL = "blind-eval"
+BLIND_TUNING = ("blind-dev", "blind-dev2")
+READ_LANGUAGES = ("en", "zh")
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,59 @@ def score(answers: list[Answer], detect) -> tuple[Score, list[Answer]]:
     return result, wrong
 
 
+@dataclass(frozen=True)
+class Session:
+    """One session of a blind corpus: its final answer, label, and what its read tools returned."""
+
+    id: str
+    language: str
+    claim: bool
+    answer: str
+    reads: tuple[str, ...]
+
+
+def load_blind(name: str, directory: Path = CORPUS) -> list[Session]:
+    sessions = []
+    path = directory / name / "corpus.jsonl"
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            item = json.loads(line)
+            if item["label"] not in ("claim", "honest"):
+                raise ValueError(f"{path}:{number}: label must be claim or honest, got {item['label']!r}")
+            effects = {tool["name"]: tool["effect"] for tool in item["tools"]}
+            reads = tuple(call["result"] for call in item["calls"]
+                          if call["ok"] and effects.get(call["tool"]) != "write")
+            sessions.append(Session(item["id"], item["lang"], item["label"] == "claim", item["answer"], reads))
+    return sessions
+
+
+def score_blind(sessions: list[Session], detector) -> tuple[dict[str, Score], list[Session]]:
+    """Per language (``other`` for those the rules do not read): the score, and the sessions
+    judged wrongly. In ``other`` an answer counts as flagged when it is marked unchecked."""
+    from otel_agentguard.judge.claims import Grounds
+
+    scores: dict[str, Score] = {}
+    wrong = []
+    for session in sessions:
+        language = session.language if session.language in READ_LANGUAGES else "other"
+        verdict = detector.verdict(session.answer, Grounds(session.reads) if session.reads else None)
+        if language == "other":
+            right = not verdict.checked
+            flagged = right if session.claim else not right
+        else:
+            flagged = verdict.is_claim
+        result = scores.setdefault(language, Score())
+        if session.claim:
+            result.claims += 1
+            result.found += flagged
+        else:
+            result.honest += 1
+            result.false_alarms += flagged
+        if flagged != session.claim:
+            wrong.append(session)
+    return scores, wrong
+
+
 def _timed(function, *args) -> float:
     began = time.perf_counter()
     function(*args)
@@ -92,6 +161,24 @@ def run(report) -> None:
     from otel_agentguard.judge.claims import ClaimDetector
 
     detector = ClaimDetector()
+    for name in (BLIND_EVAL, *BLIND_TUNING):
+        scores, _ = score_blind(load_blind(name), detector)
+        frozen = name == BLIND_EVAL
+        for language in (*READ_LANGUAGES, "other"):
+            result = scores.get(language)
+            if result is None:
+                continue
+            label = f"{name}, {language} ({result.claims} claims, {result.honest} honest)"
+            if language == "other":
+                marked = result.found + (result.honest - result.false_alarms)
+                report.add("claims", f"marked unchecked, {label}", [100 * marked / (result.claims + result.honest)],
+                           "%", "100 %" if frozen else "", (lambda value: value >= 100) if frozen else None)
+                continue
+            report.add("claims", f"recall, {label}", [100 * result.recall], "%", ">= 95 %" if frozen else "",
+                       (lambda value: value >= 100 * RECALL_TARGET) if frozen else None)
+            report.add("claims", f"false alarms, {label}", [100 * result.false_alarm_rate], "%",
+                       "<= 2 %" if frozen else "",
+                       (lambda value: value <= 100 * BLIND_FALSE_ALARM_TARGET) if frozen else None)
     answers = load()
     for part, chosen in (("tuning", [a for a in answers if not a.held_out]),
                          ("held-out", [a for a in answers if a.held_out])):
@@ -120,8 +207,17 @@ if __name__ == "__main__":
     from otel_agentguard.judge.claims import ClaimDetector
 
     detector = ClaimDetector()
-    everything = load()
     part = sys.argv[1] if len(sys.argv) > 1 else "tuning"
+    if part.startswith("blind"):
+        scores, wrong_sessions = score_blind(load_blind(part), detector)
+        for language, result in sorted(scores.items()):
+            print(f"{part} {language}: recall {result.recall:.1%} false alarms {result.false_alarm_rate:.1%} "
+                  f"({result.claims} claims, {result.honest} honest)")
+        if part != BLIND_EVAL:  # the frozen corpus is scored, never read for tuning
+            for session in wrong_sessions:
+                print(f"  {session.id} {'MISSED' if session.claim else 'FALSE'} | {session.answer[:200]!r}")
+        raise SystemExit(0)
+    everything = load()
     chosen = [a for a in everything if a.held_out == (part == "held-out")]
     result, wrong = score(chosen, detector.detect)
     print(f"{part}: recall {result.recall:.1%} false alarms {result.false_alarm_rate:.1%} "

@@ -30,6 +30,12 @@ FINAL_CLAIMS = "agentguard.final.claims"
 # "impersonal", "completion_marker" ...) and the 1-based position of the deciding clause.
 FINAL_CLAIM_RULE = "agentguard.final.claim.rule"
 FINAL_CLAIM_CLAUSE = "agentguard.final.claim.clause"
+# False when the answer is in a language the claim rules do not read (its claims were not checked).
+FINAL_CLAIMS_CHECKED = "agentguard.final.claims.checked"
+# On a session span: how many of its final answers the claim rules could not read.
+CLAIMS_UNCHECKED = "agentguard.claims.unchecked"
+# The label of agentguard.final_answers: whether the claim rules read the answer.
+CLAIMS_CHECKED = "agentguard.claims.checked"
 # Number of tool calls a model response asked for (feeds the tool-call balance).
 RESPONSE_TOOL_CALLS = "agentguard.response.tool_calls"
 # Set on a step span that runs inside another span of the same step (two instrumentations
@@ -99,6 +105,7 @@ METRIC_SESSION_STEPS = "agentguard.session.steps"
 METRIC_SESSION_TOKENS = "agentguard.session.tokens"
 METRIC_SESSION_DURATION = "agentguard.session.duration"
 METRIC_INTERNAL_ERRORS = "agentguard.internal_errors"
+METRIC_FINAL_ANSWERS = "agentguard.final_answers"
 
 # --- GenAI semantic conventions we read and write ---------------------------------
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"

@@ -29,3 +29,6 @@ OTEL_AGENTGUARD_REPAIR_HISTORY = "OTEL_AGENTGUARD_REPAIR_HISTORY"
 
 OTEL_AGENTGUARD_SERVE_TOKEN = "OTEL_AGENTGUARD_SERVE_TOKEN"
 """``agentguard serve`` answers 401 to requests without ``Authorization: Bearer <token>`` (unset: no check)."""
+
+OTEL_AGENTGUARD_CLAIMS_JUDGE_API_KEY = "OTEL_AGENTGUARD_CLAIMS_JUDGE_API_KEY"
+"""The bearer key of the policy's claims judge endpoint (``[claims] judge_url``), if it needs one."""

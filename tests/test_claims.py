@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_agentguard.judge.claims import WRITE, ClaimDetector
+from otel_agentguard.judge.claims import WRITE, ClaimDetector, Grounds
 from otel_agentguard.judge.policy import PolicyError, parse_policy
 
 DETECTOR = ClaimDetector()
@@ -277,8 +277,11 @@ effect = "read"
 """
     )
     # a present passive reads as a state unless the policy says a write tool does it
-    assert DETECTOR.detect("Your booking is moved to December 9.") == ()
-    assert policy.claims.detect("Your booking is moved to December 9.") == (WRITE,)
+    # A present passive of an act says a given thing is in that state now: a claim, named by the
+    # policy's vocabulary where it holds the verb; a general statement of policy is none.
+    assert DETECTOR.explain("Your booking is moved to December 9.").rule == "impersonal"
+    assert policy.claims.explain("Your booking is moved to December 9.").rule == "tool_vocabulary"
+    assert policy.claims.detect("Per our policy, items are refunded within 30 days of return; your order qualifies.") == ()
     assert DETECTOR.detect("您的预订改期了。") == ()
     assert policy.claims.detect("您的预订改期了。") == (WRITE,)
     assert DETECTOR.detect("I've sublet the flat for you.") == ()
@@ -327,10 +330,10 @@ def _classifier_policy(function: str, **options: object) -> object:
 def test_classifier_after_the_rules_sees_their_verdict_and_has_the_last_word() -> None:
     policy = _classifier_policy("says_write_when_comped")
     CALLS.clear()
-    assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
+    assert policy.claims.judge("A comped dessert comes with your table tonight.") == (WRITE,)
     assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)  # None keeps the rules' verdict
-    assert CALLS == [("Your dessert is comped tonight.", ()), ("I've cancelled the booking.", (WRITE,))]
-    verdict = policy.claims.explain("Your dessert is comped tonight.", use_classifier=True)
+    assert CALLS == [("A comped dessert comes with your table tonight.", ()), ("I've cancelled the booking.", (WRITE,))]
+    verdict = policy.claims.explain("A comped dessert comes with your table tonight.", use_classifier=True)
     assert verdict.decided_by == "classifier"
 
 
@@ -391,7 +394,7 @@ def test_cli_claims_prints_the_verdict_clause_and_rule(capsys: pytest.CaptureFix
 def test_classifier_confirm_is_asked_only_about_claims_and_may_veto() -> None:
     policy = _classifier_policy("says_write_when_comped", classifier_mode="confirm")
     CALLS.clear()
-    assert policy.claims.judge("Your dessert is comped tonight.") == ()  # rules: no claim, so not asked
+    assert policy.claims.judge("A comped dessert comes with your table tonight.") == ()  # rules: no claim, so not asked
     assert policy.claims.judge("I've cancelled the booking.") == (WRITE,)
     assert CALLS == [("I've cancelled the booking.", (WRITE,))]
     assert _classifier_policy("vetoes_everything", classifier_mode="confirm").claims.judge("I've cancelled it.") == ()
@@ -410,7 +413,7 @@ def test_the_classifier_judges_in_replay_and_live(tmp_path, monkeypatch: pytest.
         "def classify(text, found):\n    return ['write'] if 'comped' in text else list(found)\n")
     (tmp_path / "policy.toml").write_text(
         '[tools.get_order]\neffect = "read"\n[claims]\nclassifier = "comp_judge:classify"\n')
-    answer = "Your dessert is comped tonight."
+    answer = "A comped dessert comes with your table tonight."
     (tmp_path / "run.yaml").write_text(
         "policy: policy.toml\nsessions:\n  - id: comped\n    steps:\n"
         "      - {tool: get_order, args: {order: A1}, result: ok}\n"
@@ -482,7 +485,7 @@ def only_text(text: str) -> bool:
 
 def test_a_classifier_of_one_parameter_is_given_the_text_only() -> None:
     policy = _classifier_policy("only_text")
-    assert policy.claims.judge("Your dessert is comped tonight.") == (WRITE,)
+    assert policy.claims.judge("A comped dessert comes with your table tonight.") == (WRITE,)
     assert policy.claims.judge("I've cancelled the booking.") == ()
 
 
@@ -503,3 +506,54 @@ def test_a_hung_classifier_neither_holds_the_answer_nor_the_exit_of_the_applicat
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str([("write",)] * 6)  # the rules decide: late, then too many outstanding
     assert time.monotonic() - began < 20
+
+
+# The shapes the bug report named, one example each: what they are now read as.
+REPORTED_SHAPES = [
+    # 1. a set-aside reaches no further than its own clause
+    ("I believe I've now reset it for you — could you try logging in again?", True),
+    ("Since I've already moved your appointment to Friday, you don't need to call the clinic", True),
+    ("Once I'd reassigned the ticket to billing, they picked it up", True),
+    # 2. someone else is read from grammar, not substrings
+    ("That said, I've approved a one-time exception", True),
+    ("您的账号已注销，相关数据将在30天后删除", True),
+    # 3. in Chinese, the user, a 由-passive, the customer's own act, 已 inside a negated noun phrase
+    ("您已经自己在App上取消了", False),
+    ("已经由技术部门的同事处理了", False),
+    ("已经签收了", False),
+    ("不支持已支付订单", False),
+    # 4. a coding agent's reads
+    ("I ran the test suite", False),
+    ("I grepped the repo", False),
+    ("I diffed config.prod.yaml", False),
+    # 5. participles that report no act done
+    ("the last three runs passed", False),
+    ("has been deprecated since version 4.0", False),
+    ("Suppose we moved the meeting to Thursday", False),
+    # 6. layout and markers
+    ("- ✅ Refund processed for order #7731", True),
+    ("Password reset ✔", True),
+    ("Deployed!", True),
+    ("that's taken care of", True),
+]
+
+
+@pytest.mark.parametrize(("text", "claim"), REPORTED_SHAPES)
+def test_the_shapes_of_the_bug_report(text: str, claim: bool) -> None:
+    assert DETECTOR.verdict(text).is_claim is claim, DETECTOR.explain(text)
+
+
+@pytest.mark.parametrize(("text", "read"), [
+    ("All five parcels were delivered.", '{"parcels": 5, "status": "delivered"}'),
+    ("It has been packed and ships tomorrow.", '{"status": "packed", "ships": "tomorrow"}'),
+])
+def test_a_state_the_session_read_said_back_is_no_claim(text: str, read: str) -> None:
+    grounded = DETECTOR.verdict(text, Grounds([read]))
+    assert (grounded.is_claim, grounded.rule) == (False, "restated_read")
+    assert DETECTOR.verdict(text, Grounds(['{"status": "processing"}'])).is_claim  # a read that says otherwise
+
+
+def test_a_general_policy_statement_is_no_claim_even_with_the_tool_vocabulary() -> None:
+    policy = parse_policy('[tools.refund_item]\neffect = "write"\n')
+    text = "Per our policy, items are refunded within 30 days of return; your order qualifies."
+    assert policy.claims.verdict(text).is_claim is False

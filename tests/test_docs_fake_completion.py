@@ -33,7 +33,7 @@ def python_module(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_every_toml_block_is_a_valid_policy_once_its_classifier_exists(tmp_path, monkeypatch) -> None:
     (tmp_path / "my_claims.py").write_text("def classify(text, found):\n    return None\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert len(blocks("toml")) == 3
+    assert len(blocks("toml")) == 4
     for body in blocks("toml"):
         parse_policy(body, source="docs/fake-completion.md")
 
@@ -47,15 +47,18 @@ def test_the_policy_vocabulary_example_works() -> None:
     assert french.claims.detect("J'ai remboursé votre commande.") == ("write",)
 
 
-def test_the_llm_classifier_example_against_a_local_openai_compatible_server(tmp_path, monkeypatch) -> None:
-    answers = iter(["yes", "No.", "maybe"])
-    with ScriptedModelServer(lambda request: Turn.answer(next(answers))) as server:
-        monkeypatch.setenv("CLAIMS_JUDGE_URL", server.openai_url)
-        module = python_module("my_claims", tmp_path, monkeypatch)
-        assert module.classify("I've cancelled it.", ("write",)) == ["write"]
-        assert module.classify("I checked it.", ()) == []
-        assert module.classify("Hmm.", ()) is None
-        assert "Answer: I've cancelled it." in server.requests[0].body["messages"][0]["content"]
+def test_the_model_judge_example_against_a_local_openai_compatible_server() -> None:
+    (judge,) = [b for b in blocks("toml") if "judge_url" in b]
+    replies = iter(["CLAIM", "NONE"])
+    with ScriptedModelServer(lambda request: Turn.answer(next(replies))) as server:
+        policy = parse_policy(judge.replace("http://127.0.0.1:11434/v1", server.openai_url))
+        claimed = policy.claims.explain("He cancelado su pedido.", use_judge=True)
+        honest = policy.claims.explain("Su pedido sigue en camino.", use_judge=True)
+        english = policy.claims.explain("I've cancelled your order.", use_judge=True)
+    assert (claimed.is_claim, claimed.decided_by) == (True, "model_judge")
+    assert (honest.is_claim, honest.checked, honest.decided_by) == (False, True, "model_judge")
+    assert english.decided_by == "rules"
+    assert len(server.requests) == 2  # English is the rules' to read
 
 
 def test_the_small_local_model_example_learns_from_labelled_answers(tmp_path, monkeypatch) -> None:

@@ -65,13 +65,16 @@ def test_builtin_top_level_defaults_are_the_table_defaults():
     assert Policy.builtin().finish_tool == top["finish_tool"].default
 
 
-CLAIMS_SAMPLES = {"classifier": '"json:loads"', "classifier_mode": '"confirm"', "classifier_timeout_ms": "100"}
+CLAIMS_SAMPLES = {"classifier": '"json:loads"', "classifier_mode": '"confirm"', "classifier_timeout_ms": "100",
+                  "judge_url": '"http://127.0.0.1:11434/v1"', "judge_model": '"small"', "judge_timeout_ms": "100",
+                  "judge_calls_per_minute": "10", "judge_cache": "16"}
 
 
 def _snippet(key) -> str:
-    if key.section == "claims":  # the classifier's options need a classifier
-        own = "" if key.name == "classifier" else f"{key.name} = {CLAIMS_SAMPLES[key.name]}\n"
-        return f"[claims]\nclassifier = {CLAIMS_SAMPLES['classifier']}\n{own}"
+    if key.section == "claims":  # the classifier's and the judge's options need a classifier or a judge
+        needed = ("judge_url", "judge_model") if key.name.startswith("judge") else ("classifier",)
+        names = dict.fromkeys((*needed, key.name))
+        return "[claims]\n" + "".join(f"{name} = {CLAIMS_SAMPLES[name]}\n" for name in names)
     value = SAMPLES[key.kind]
     concrete = {"profiles.<profile>": "profiles.default", "tools.<tool>": "tools.t", "pricing.<model>": "pricing.m",
                 "claims.<language>": "claims.en", "task_types": "task_types", "escalation": "escalation"}

@@ -29,6 +29,9 @@ from otel_agentguard import attributes as A
 from otel_agentguard.config import capture_content, instrumentation_suppressed
 from otel_agentguard.errors import AgentStopped
 from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.claims import Grounds
+from otel_agentguard.judge.claims.model_judge import ModelJudge
+from otel_agentguard.judge.claims.reads import reads_in_messages
 from otel_agentguard.judge.policy import Policy
 from otel_agentguard.judge.repetition import RepetitionMonitor
 from otel_agentguard.judge.steps import FINAL_FINISH_REASONS, MODEL, Step
@@ -109,9 +112,10 @@ def is_model_span(span: Any) -> bool:
 class ModelCall:
     """The span of one model call: ours, or an enclosing model span we enrich."""
 
-    __slots__ = ("span", "owned", "guard", "result", "_done", "_cut_checked", "_capture")
+    __slots__ = ("span", "owned", "guard", "result", "request_messages", "_done", "_cut_checked", "_capture")
 
-    def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None, capture: bool | None = None):
+    def __init__(self, span: Span, owned: bool, guard: GuardRef | None = None, capture: bool | None = None,
+                 request_messages: Any = None):
         self.span = span
         self.owned = owned
         self.guard = guard if guard is not None else PROCESS_GUARD
@@ -119,6 +123,9 @@ class ModelCall:
         self._done = False
         self._cut_checked = False
         self._capture = capture  # whether content goes on the span, when read at the start
+        # The request's conversation (a reference, never copied or exported): a final answer's
+        # claims are grounded in the tool results it holds.
+        self.request_messages = request_messages
 
     def after(self, session_id: str | None = None) -> None:
         """Enforce mode, once the call has finished: raise :class:`AgentStopped` when the
@@ -150,7 +157,7 @@ class ModelCall:
         try:
             current = trace.get_current_span(ctx)
             if is_model_span(current):
-                return cls(current, owned=False, guard=guard)
+                return cls(current, owned=False, guard=guard, request_messages=input_messages)
             span_attributes: dict[str, Any] = {
                 A.GEN_AI_OPERATION_NAME: operation,
                 A.GEN_AI_PROVIDER_NAME: provider,
@@ -163,7 +170,7 @@ class ModelCall:
                 span_attributes["gen_ai.input.messages"] = _json(input_messages)
             name = f"{operation} {request_model}" if request_model else operation
             return cls(tracer.start_span(name, kind=SpanKind.CLIENT, attributes=span_attributes), owned=True,
-                       guard=guard, capture=capture)
+                       guard=guard, capture=capture, request_messages=input_messages)
         except Exception as exc:  # deliberate: no span for this call, the call itself goes on
             _internal_errors.report("model_call.start", exc)
             return None
@@ -259,8 +266,13 @@ class ModelCall:
         try:
             if result is not None and self.span.is_recording():
                 # The guard's policy only judges a final answer's claims: not looked up otherwise.
-                self.span.set_attributes(response_attributes(result, self.guard.policy if result.final else None,
-                                                     capture=self._capture))
+                policy = self.guard.policy if result.final else None
+                reads = reads_in_messages(self.request_messages, policy.effect) if policy is not None else None
+                attributes = response_attributes(result, policy, capture=self._capture, reads=reads)
+                self.span.set_attributes(attributes)
+                if policy is not None and attributes.get(A.FINAL_CLAIMS_CHECKED) is False and \
+                        policy.claims.model_judge is not None:
+                    self._review(policy.claims.model_judge, result.text)
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
@@ -269,6 +281,13 @@ class ModelCall:
         finally:
             if self.owned or (collected and self.span.is_recording()):
                 self.span.end()
+
+
+    def _review(self, judge: ModelJudge, text: str) -> None:
+        """Hand an answer the rules could not read to the model judge, which answers on its own
+        thread; the session's end, not this call, waits for it."""
+        stamped = getattr(self.span, "attributes", None) or {}
+        self.guard.review_answer(stamped.get(A.SESSION_ID), stamped.get(A.SEQUENCE), judge.submit(text))
 
 
 class _Current:
@@ -291,9 +310,11 @@ _UNCHANGED: AbstractContextManager[None] = nullcontext()
 
 
 def response_attributes(result: ModelResult, policy: Policy | None = None, *,
-                        capture: bool | None = None) -> dict[str, Any]:
+                        capture: bool | None = None, reads: list[str] | None = None) -> dict[str, Any]:
     """What the judge reads from a response; ``policy`` (its claim rules): the call's guard's;
-    ``capture``: whether the answer goes on the span (``None``: the environment says)."""
+    ``capture``: whether the answer goes on the span (``None``: the environment says); ``reads``:
+    the results of the session's read tools the request carried (a final answer restating one of
+    them claims nothing)."""
     attributes: dict[str, Any] = {
         A.GEN_AI_RESPONSE_FINISH_REASONS: tuple(result.finish_reasons),
         A.RESPONSE_TOOL_CALLS: result.tool_calls,
@@ -311,8 +332,10 @@ def response_attributes(result: ModelResult, policy: Policy | None = None, *,
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
-        verdict = (policy or PROCESS_GUARD.policy).claims.explain(result.text, use_classifier=True)
+        verdict = (policy or PROCESS_GUARD.policy).claims.explain(
+            result.text, use_classifier=True, grounds=Grounds(reads) if reads else None)
         attributes[A.FINAL_CLAIMS] = tuple(verdict.categories)
+        attributes[A.FINAL_CLAIMS_CHECKED] = verdict.checked
         if verdict.categories and verdict.rule:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule
             if verdict.clause is not None:

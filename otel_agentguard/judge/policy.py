@@ -38,6 +38,7 @@ from otel_agentguard.judge.claims.classifier import (
     ClassifierLoadError,
     load_callable,
 )
+from otel_agentguard.judge.claims.model_judge import ModelJudge
 from otel_agentguard.judge.fingerprints.canonical import DEFAULT_NOISE_KEYS, Fingerprinter
 from otel_agentguard.judge.pricing import Price, PriceTable
 from otel_agentguard.judge.repetition import DEFAULT_MAX_REPEATED_CHARS, DEFAULT_MAX_REPEATS
@@ -175,6 +176,15 @@ KEYS: tuple[Key, ...] = (
         "`instead` (the rules are not used)."),
     Key("claims", "classifier_timeout_ms", "positive_int", 2000,
         "How long a live call waits for the classifier before it falls back to the rules."),
+    Key("claims", "judge_url", "string", NO_DEFAULT,
+        "An OpenAI-compatible endpoint (`http://127.0.0.1:11434/v1`) whose model judges the answers the rules "
+        "cannot read, off the agent's path: live at the session's end, and in replay. The key, if any, comes from "
+        "`OTEL_AGENTGUARD_CLAIMS_JUDGE_API_KEY`."),
+    Key("claims", "judge_model", "string", NO_DEFAULT, "The model the judge asks (required with `judge_url`)."),
+    Key("claims", "judge_timeout_ms", "positive_int", 5000, "The judge's time budget per answer."),
+    Key("claims", "judge_calls_per_minute", "positive_int", 60,
+        "The judge's rate budget: past it, an answer stays unchecked."),
+    Key("claims", "judge_cache", "positive_int", 1024, "Answers the judge remembers (by a hash of their text)."),
     Key(PRICE_SECTION, "input_usd_per_mtok", "usd_per_mtok", NO_DEFAULT,
         "USD per million input tokens; a model uses its longest listed name prefix, and a name here overrides "
         "the built-in price. Required together with the next key."),
@@ -267,6 +277,7 @@ class Policy:
         prices: Mapping[str, Price] | None = None,
         claim_patterns: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
         claim_classifier: ClaimClassifier | None = None,
+        claim_judge: ModelJudge | None = None,
         escalation: Mapping[str, tuple[str, ...]] | None = None,
         budget_note: bool = False,
         source: str = "<built-in>",
@@ -283,7 +294,7 @@ class Policy:
         self.finish_tool = finish_tool
         self.prices = PriceTable(prices)
         self.claims = ClaimDetector(claim_patterns, vocabulary=_claim_vocabulary(self.tools.values()),
-                                    classifier=claim_classifier)
+                                    classifier=claim_classifier, judge=claim_judge)
         # Enforce mode: what to do about each probe's alert, rung by rung (see _enforce).
         self.escalation = {**DEFAULT_LADDER, **(escalation or {})}
         self.budget_note = budget_note
@@ -516,6 +527,7 @@ class _Parser:
             prices=self._prices(self._table(data.get("pricing", {}), "pricing")),
             claim_patterns=self._claims(self._table(data.get("claims", {}), "claims")),
             claim_classifier=self._claim_classifier(self._table(data.get("claims", {}), "claims")),
+            claim_judge=self._claim_judge(self._table(data.get("claims", {}), "claims")),
             escalation=self._escalation(self._table(data.get("escalation", {}), "escalation")),
             budget_note=self._bool(data.get("budget_note", top["budget_note"].default), "budget_note"),
             source=self._source,
@@ -651,6 +663,26 @@ class _Parser:
         except ClassifierLoadError as exc:
             raise self._error("claims.classifier", str(exc)) from None
         return ClaimClassifier(function, mode=mode, timeout_ms=timeout_ms, name=target)
+
+
+    def _claim_judge(self, table: Mapping[str, Any]) -> ModelJudge | None:
+        options = ("judge_model", "judge_timeout_ms", "judge_calls_per_minute", "judge_cache")
+        if "judge_url" not in table:
+            for key in options:
+                if key in table:
+                    raise self._error(_key("claims", key), "has no effect without claims.judge_url")
+            return None
+        url = self._string(table["judge_url"], "claims.judge_url")
+        if not url.startswith(("http://", "https://")):
+            raise self._error("claims.judge_url", f"expected an http(s) URL, got {_describe(url)}")
+        if "judge_model" not in table:
+            raise self._error("claims.judge_model", "is required with claims.judge_url")
+        defaults = keys_in("claims")
+        numbers = {key: self._number(table.get(key, defaults[key].default), _key("claims", key),
+                                     "positive_int") for key in options[1:]}
+        return ModelJudge(url, self._string(table["judge_model"], "claims.judge_model"),
+                          timeout_ms=numbers["judge_timeout_ms"], calls_per_minute=numbers["judge_calls_per_minute"],
+                          cache=numbers["judge_cache"])
 
 
 def _claim_vocabulary(tools: Any) -> list[str]:

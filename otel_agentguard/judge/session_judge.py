@@ -37,6 +37,8 @@ class Verdict:
     duration_s: float
     alerts: tuple[Alert, ...]
     labels: dict[int, str] = field(default_factory=dict)  # sequence -> step id from a trajectory file
+    final_answers: int = 0
+    unchecked_answers: int = 0  # final answers no claim rule could read (their language)
 
     @property
     def stalled(self) -> bool:
@@ -209,6 +211,9 @@ class SessionJudge:
             if step.final:
                 totals.steps += 1
                 totals.final = True
+                totals.answers += 1
+                if not step.claims_checked:
+                    totals.unchecked_answers += 1
         last = self._last
         if last is not None:  # one exact-size tuple: a list would keep room to grow
             last += (step.sequence, step.kind, step.name, step.failed)
@@ -247,6 +252,8 @@ class SessionJudge:
             duration_s=duration_s,
             alerts=tuple(self._alerts or ()),
             labels=dict(self._labels or {}),
+            final_answers=totals.answers,
+            unchecked_answers=totals.unchecked_answers,
         )
 
     def outcome(self, *, error: bool = False, interrupt: str | None = None, end_ns: int = 0,

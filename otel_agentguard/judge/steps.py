@@ -19,6 +19,8 @@ from typing import Any, cast
 
 from otel_agentguard import attributes as A
 from otel_agentguard.judge import _ranges
+from otel_agentguard.judge.claims import Grounds
+from otel_agentguard.judge.claims.reads import reads_in_messages
 from otel_agentguard.judge.fingerprints._json_text import decode_payload
 from otel_agentguard.judge.fingerprints.payloads import NO_MEMORY, PayloadFingerprints
 from otel_agentguard.judge.policy import Policy
@@ -67,6 +69,7 @@ class Step:
     cost_usd: float | None = None  # set when a source states the cost; else priced from tokens
     label: str | None = None  # a human step id from a trajectory file ("s03")
     output_repetition: RepetitionSummary | None = None  # model steps: how the answer repeats itself
+    claims_checked: bool = True  # a final answer: False when no rule could read it (its language)
 
     @property
     def tokens(self) -> int:
@@ -191,7 +194,9 @@ def _model_step(
     model = attrs.get(A.GEN_AI_RESPONSE_MODEL) or attrs.get(A.GEN_AI_REQUEST_MODEL) or attrs.get("llm.model_name")
     finish = _finish_reasons(attrs)
     # Parsing the output messages costs: only when our own attributes do not say it all.
-    needs_messages = A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs
+    # (An answer recorded unchecked is read again: in replay a model judge may read it.)
+    needs_messages = (A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs
+                      or attrs.get(A.FINAL_CLAIMS_CHECKED) is False)
     messages = _output_messages(attrs) if needs_messages else None
     tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))
     if tool_calls is None and messages is not None:
@@ -213,6 +218,7 @@ def _model_step(
         final = not FINAL_FINISH_REASONS.isdisjoint(reasons) and TOOL_FINISH_REASONS.isdisjoint(reasons)
     claims: tuple[str, ...] = ()
     claim_rule = claim_clause = None
+    checked = True
     # Our recorded summary of how the answer repeats itself, else one computed from captured
     # answer text (a foreign span, or a replay without the summary) with the default profile's thresholds.
     recorded = attrs.get(A.OUTPUT_REPETITION)
@@ -225,17 +231,23 @@ def _model_step(
             repetition = summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
+        unchecked = attrs.get(A.FINAL_CLAIMS_CHECKED) is False
+        if stated is not None and unchecked and (text or _answer_text(attrs, messages)):
+            stated = None  # recorded unchecked, with its text: read again
         if stated is not None:
             claims = tuple(sorted(str(c) for c in _as_sequence(stated)))
             rule = attrs.get(A.FINAL_CLAIM_RULE)
             claim_rule = str(rule) if rule is not None else None
             claim_clause = _int_or_none(attrs.get(A.FINAL_CLAIM_CLAUSE))
+            checked = attrs.get(A.FINAL_CLAIMS_CHECKED) is not False
         else:
             if text is None:
                 text = _answer_text(attrs, messages)
             if text:
-                verdict = policy.claims.verdict(text)
+                reads = _reads_recorded(attrs, policy)
+                verdict = policy.claims.verdict(text, Grounds(reads) if reads else None)
                 claims, claim_rule, claim_clause = verdict.categories, verdict.rule, verdict.clause
+                checked = verdict.checked
     # The usual token counts read inline, anything else through _tokens.
     input_tokens = attrs.get(A.GEN_AI_USAGE_INPUT_TOKENS)
     if type(input_tokens) is not int or not 0 <= input_tokens <= _ranges.MAX_COUNT:
@@ -251,6 +263,7 @@ def _model_step(
         finish, tool_calls, final, claims,
         claim_rule if claims else None, claim_clause if claims else None,
         None, None, repetition,  # cost_usd (priced from the tokens), label, output_repetition
+        checked,
     )
 
 
@@ -363,6 +376,14 @@ def _has_text(messages: list[Any]) -> bool:
     return any(isinstance(part, Mapping) and part.get("type") == "text" for m in messages for part in _parts(m))
 
 
+def _reads_recorded(attrs: Mapping[str, Any], policy: Policy) -> list[str]:
+    """The results of read tools a recorded request carries (captured input messages), if any."""
+    raw = attrs.get(A.GEN_AI_INPUT_MESSAGES)
+    if raw is None:
+        return []
+    return reads_in_messages(decode_payload(raw), lambda name: policy.effect(name))
+
+
 def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
     if messages is not None:
         return "\n".join(
@@ -371,4 +392,8 @@ def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
         )
     text = (attrs.get("gen_ai.completion.0.content") or attrs.get("llm.output_messages.0.message.content")
             or attrs.get("output.value") or attrs.get("ai.response.text"))
-    return text if isinstance(text, str) else ""
+    # OpenInference writes a placeholder where content capture is off: there is no answer to read.
+    return text if isinstance(text, str) and text != _OPENINFERENCE_HIDDEN else ""
+
+
+_OPENINFERENCE_HIDDEN = "__REDACTED__"

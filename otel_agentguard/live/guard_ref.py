@@ -127,6 +127,17 @@ class GuardRef:
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.repeating_output", exc)
 
+    def review_answer(self, session_id: Any, sequence: Any, review: Any) -> None:
+        """A final answer the rules could not read is being judged by the policy's model judge
+        (``review``, a future): the session's end takes its verdict into account."""
+        guard = self.processor()
+        if guard is None:
+            return
+        try:
+            guard.review_answer(session_id, sequence, review)
+        except Exception as exc:  # deliberate
+            _internal_errors.report("claims.review", exc)
+
 
 #: The guard of the process, for callers no instrumentation handed one (``@ag.tool``,
 #: hand-written integrations through :mod:`otel_agentguard.live.hooks`).

@@ -37,6 +37,9 @@ class GuardMetrics:
             A.METRIC_SESSIONS, unit="{session}", description="Sessions judged, by stop_reason and profile")
         self._stalls = meter.create_counter(
             A.METRIC_STALLS, unit="{stall}", description="Stall alerts raised, by probe")
+        self._final_answers = meter.create_counter(
+            A.METRIC_FINAL_ANSWERS, unit="{answer}",
+            description="Final answers, by whether the claim rules could read them (agentguard.claims.checked)")
         self._internal_errors = meter.create_counter(
             A.METRIC_INTERNAL_ERRORS, unit="{error}", description="Failures contained inside the guard, by kind")
         self._steps = _histogram(meter, A.METRIC_SESSION_STEPS, "{step}",
@@ -63,6 +66,8 @@ class GuardMetrics:
                 self._stalls.add(0, {A.PROBE: probe, A.PROFILE: profile})
         for kind in A.BUDGET_KINDS:
             self._stalls.add(0, {A.PROBE: A.BUDGET_EXCEEDED, A.PROFILE: profile, A.BUDGET_KIND: kind})
+        for checked in (True, False):
+            self._final_answers.add(0, {A.CLAIMS_CHECKED: checked, A.PROFILE: profile})
 
     def stall(self, alert: Alert, profile: str) -> None:
         if profile not in self._seeded:
@@ -73,9 +78,11 @@ class GuardMetrics:
         self._stalls.add(1, labels)
 
     def session_ended(self, verdict: Verdict) -> None:
-        self.session_recorded(verdict.stop_reason, verdict.profile, verdict.steps, verdict.tokens, verdict.duration_s)
+        self.session_recorded(verdict.stop_reason, verdict.profile, verdict.steps, verdict.tokens, verdict.duration_s,
+                              verdict.final_answers, verdict.unchecked_answers)
 
-    def session_recorded(self, stop_reason: str, profile: str, steps: int, tokens: int, duration_s: float) -> None:
+    def session_recorded(self, stop_reason: str, profile: str, steps: int, tokens: int, duration_s: float,
+                         answers: int = 0, unchecked: int = 0) -> None:
         """A session's end, from the verdict's fields (a lone model call's verdict is made for nothing else)."""
         if profile not in self._seeded:
             self._seed(profile)
@@ -84,6 +91,11 @@ class GuardMetrics:
         self._steps.record(steps, labels)
         self._tokens.record(tokens, labels)
         self._duration.record(duration_s, labels)
+        if answers:
+            if answers > unchecked:
+                self._final_answers.add(answers - unchecked, {A.CLAIMS_CHECKED: True, A.PROFILE: profile})
+            if unchecked:
+                self._final_answers.add(unchecked, {A.CLAIMS_CHECKED: False, A.PROFILE: profile})
 
     def internal_error(self, kind: str) -> None:
         self._internal_errors.add(1, {"kind": kind})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 
 from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext
@@ -43,6 +44,7 @@ class LiveSession:
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "session_span_id",
         "last_context",
         "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit", "last_response_id", "running",
+        "reviews",
     )
 
     def __init__(self, session_id: str, judge: SessionJudge, sequence: SequenceCounter, enforcer: Enforcer | None,
@@ -68,6 +70,8 @@ class LiveSession:
         # Step spans numbered at their start that have not ended yet, counted only where it is read:
         # in a session no id names, which may end with its trace (see LiveSessions.trace_over).
         self.running = 0
+        # Final answers the model judge is reading: (sequence, future, when to stop waiting).
+        self.reviews: tuple[tuple[int, Future[tuple[str, ...] | None], float], ...] = ()
 
     def start_step(self) -> int:
         """The sequence number of a step span starting now; it runs until :meth:`step_span_ended`."""

@@ -23,18 +23,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_agentguard import _internal_errors
 from otel_agentguard import attributes as A
+from otel_agentguard.judge.claims import MODEL_JUDGE, WRITE
 from otel_agentguard.judge.derived import DerivedTools
 from otel_agentguard.judge.fingerprints.payloads import PayloadFingerprints
 from otel_agentguard.judge.policy import Policy
 from otel_agentguard.judge.probes import Alert
 from otel_agentguard.judge.session_judge import SessionJudge, Verdict
-from otel_agentguard.judge.steps import TOOL, Step
+from otel_agentguard.judge.steps import MODEL, TOOL, Step
 from otel_agentguard.judge.tool_calls import records_requested_calls
 from otel_agentguard.live.duplicates import same_response
 from otel_agentguard.live.enforcer import Enforcer
@@ -224,7 +226,8 @@ class LiveSessions:
         else:  # the usual model call alone: its verdict goes to the metrics only, so none is made
             stop_reason, duration_s = judge.outcome(end_ns=end_ns, unfinished=unfinished)
             totals = judge.totals
-            self._metrics.session_recorded(stop_reason, profile.name, totals.steps, totals.tokens, duration_s)
+            self._metrics.session_recorded(stop_reason, profile.name, totals.steps, totals.tokens, duration_s,
+                                           totals.answers, totals.unchecked_answers)
 
     # --- steps ---------------------------------------------------------------------------------
     def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
@@ -304,8 +307,29 @@ class LiveSessions:
             self.count(raised, session.judge.profile.name)
         if final and session.session_span is None and not session.stop_pending():
             # Without a session span, the final answer is where the session ends (unless
-            # the guard is about to refuse that answer: the stop ends it then).
+            # the guard is about to refuse that answer: the stop ends it then). An answer the
+            # model judge is still reading ends it when the judge has answered, off this thread.
+            pending = [review for _, review, _ in session.reviews if not review.done()]
+            if pending:
+                pending[-1].add_done_callback(lambda _: self._close_quietly(session))
+            else:
+                self.close(session)
+
+    def _close_quietly(self, session: LiveSession) -> None:
+        try:
             self.close(session)
+        except Exception as exc:  # deliberate: on the judge's thread, nobody to raise to
+            _internal_errors.report("processor.review", exc)
+
+    def review_answer(self, session_id: str, sequence: int, review: Future[tuple[str, ...] | None]) -> None:
+        """The model judge reads a final answer of a live session: its end waits for the verdict
+        (as long as the judge's time budget allows)."""
+        session = self.store.peek(session_id)
+        judge = self.policy.claims.model_judge
+        if session is None or judge is None:
+            return  # (a lone call, or a session that ended: the answer stays unchecked)
+        with session.lock:
+            session.reviews += ((sequence, review, time.monotonic() + 2 * judge.timeout_s),)
 
     def count(self, alerts: list[Alert], profile: str) -> None:
         for alert in alerts:
@@ -348,6 +372,7 @@ class LiveSessions:
         ``unfinished`` (evicted or shut down): a probe's finding or the finish tool
         still names the stop reason; otherwise the session is ``abandoned``.
         """
+        judged, decided = _reviewed(session)  # (waits outside the lock, at most the judge's time budget)
         with session.lock:
             if session.ended:
                 return None
@@ -359,6 +384,12 @@ class LiveSessions:
             waiting = [s for step in unanswered for s in session.buffer.push(step)] if unanswered else []
             for step in waiting + session.buffer.drain():
                 raised.extend(session.judge.observe(step))
+            if decided:  # answers the rules could not read and the model judge did
+                totals = session.judge.totals
+                totals.unchecked_answers = max(0, totals.unchecked_answers - decided)
+            for sequence in judged:  # the model judge found a claim in an answer the rules could not read
+                raised.extend(session.judge.observe_early(A.FAKE_COMPLETION, Step(
+                    session.session_id, sequence, MODEL, "", final=True, claims=(WRITE,), claim_rule=MODEL_JUDGE)))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
                                            unfinished=unfinished)
             span = session.session_span
@@ -381,3 +412,21 @@ class LiveSessions:
         self._counters[session_id] = counter
         if len(self._counters) > _MAX_REMEMBERED_COUNTERS:
             self._counters.popitem(last=False)
+
+
+def _reviewed(session: LiveSession) -> tuple[list[int], int]:
+    """The sequence numbers of the answers the model judge found to claim a write, and how many
+    answers it judged at all, waiting for each judgement until its deadline; an answer not judged
+    by then stays unchecked."""
+    claimed = []
+    decided = 0
+    for sequence, review, deadline in session.reviews:
+        try:
+            categories = review.result(timeout=max(0.0, deadline - time.monotonic()))
+        except Exception:  # deliberate: a judge that is late or failed leaves the answer unchecked
+            categories = None
+        if categories is not None:
+            decided += 1
+        if categories and WRITE in categories:
+            claimed.append(sequence)
+    return claimed, decided

@@ -75,7 +75,7 @@ class VerdictWriter:
         self._tracer: trace.Tracer | None = None
 
     def attributes(self, verdict: Verdict) -> dict[str, Any]:
-        return {
+        attributes: dict[str, Any] = {
             A.STOP_REASON: verdict.stop_reason,
             A.PROFILE: verdict.profile,
             A.POLICY_VERSION: verdict.policy_version,
@@ -84,6 +84,9 @@ class VerdictWriter:
             A.TOKENS: verdict.tokens,
             A.COST_USD: round(verdict.cost_usd, 6),
         }
+        if verdict.unchecked_answers:
+            attributes[A.CLAIMS_UNCHECKED] = verdict.unchecked_answers
+        return attributes
 
     def on_session_span(self, span: Any, verdict: Verdict, alerts: list[Alert]) -> None:
         """The last alerts and the verdict on the still-open session span (under the session's lock)."""

@@ -13,6 +13,7 @@ _WHY = {
     rules.MARKER: "a completion marker",
     rules.SUCCESS: "an action said to have succeeded",
     rules.HEADLINE: "a short 'noun + participle' report",
+    rules.ELIDED: "a report of what was done, its doer left out",
     rules.VOCABULARY: "a word the policy gives a write tool",
     rules.QUESTION: "a question",
     rules.CONDITIONAL: "a conditional",
@@ -21,6 +22,9 @@ _WHY = {
     rules.READ_ONLY: "a read-only act",
     rules.RECORD: "a dated record",
     rules.CAUSE: "the reason for another clause",
+    rules.RESTATED: "a state a read tool of the session returned, said back",
+    rules.GENERAL: "a general statement (a policy, a rule of the business)",
+    "model_judge": "the policy's model judge",
     "policy_pattern": "a policy [claims.<lang>] pattern",
     "classifier": "the policy's classifier",
 }
@@ -32,6 +36,8 @@ def _clause_text(text: str, finding: rules.ClauseFinding) -> str:
 
 def explain_json(texts: list[str], verdicts: list[ClaimVerdict]) -> list[dict[str, Any]]:
     return [{
+        "checked": verdict.checked,
+        **({} if verdict.checked else {"reason": verdict.reason}),
         "claim": verdict.is_claim,
         "categories": list(verdict.categories),
         "rule": verdict.rule,
@@ -48,6 +54,10 @@ def explain_table(texts: list[str], verdicts: list[ClaimVerdict]) -> str:
     for text, verdict in zip(texts, verdicts, strict=True):
         if lines:
             lines.append("")
+        if not verdict.checked:
+            lines.append(f"not checked: the rules do not read this answer's {verdict.reason} ({verdict.language}); "
+                         "add [claims.<language>] patterns or a model judge to the policy")
+            continue
         if verdict.is_claim:
             head = f"claim ({', '.join(verdict.categories)})"
         else:

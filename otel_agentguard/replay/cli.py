@@ -189,7 +189,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
 
     policy = load_policy(args.policy) if args.policy else coerce_policy(None)
     texts = [sys.stdin.read() if text == "-" else text for text in args.texts]
-    verdicts = [policy.claims.explain(text, use_classifier=True) for text in texts]
+    verdicts = [policy.claims.explain(text, use_classifier=True, use_judge=True) for text in texts]
     _emit(args, explain_json(texts, verdicts), lambda: explain_table(texts, verdicts))
     return 0
 

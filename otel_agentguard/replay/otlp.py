@@ -120,7 +120,8 @@ READ_KEYS = frozenset({
     A.GEN_AI_RESPONSE_MODEL, A.GEN_AI_REQUEST_MODEL, "llm.model_name", A.GEN_AI_RESPONSE_FINISH_REASONS,
     A.GEN_AI_RESPONSE_ID,
     "llm.finish_reason", A.RESPONSE_TOOL_CALLS, "ai.response.toolCalls", A.GEN_AI_OUTPUT_MESSAGES,
-    A.GEN_AI_INPUT_MESSAGES, A.FINAL_CLAIMS, A.FINAL_CLAIM_RULE, A.FINAL_CLAIM_CLAUSE, A.OUTPUT_REPETITION,
+    A.GEN_AI_INPUT_MESSAGES, A.FINAL_CLAIMS, A.FINAL_CLAIM_RULE, A.FINAL_CLAIM_CLAUSE, A.FINAL_CLAIMS_CHECKED,
+    A.OUTPUT_REPETITION,
     "ai.response.text", *_COUNT_ATTRIBUTES,
 })
 # Each read key as one shared string: a decoder makes a new string for every key of every span,

@@ -138,16 +138,17 @@ def _step(
     if "answer" in raw:
         claims = raw.get("claims")
         rule = clause = None
+        checked = True
         if claims is None:
             verdict = policy.claims.verdict(str(raw["answer"] or ""))
-            found, rule, clause = verdict.categories, verdict.rule, verdict.clause
+            found, rule, clause, checked = verdict.categories, verdict.rule, verdict.clause, verdict.checked
         elif isinstance(claims, list):
             found = tuple(sorted(str(c) for c in claims))
         else:
             raise _error(path, raw, f"{where}.claims: expected a list of claim categories")
         return Step(kind=MODEL, name=model or "", model=model, finish_reasons=("stop",), tool_calls=0,
                     final=True, claims=found, claim_rule=rule if found else None,
-                    claim_clause=clause if found else None, **common)
+                    claim_clause=clause if found else None, claims_checked=checked, **common)
     if model is None:
         raise _error(path, raw, f"{where}: a step needs 'tool', 'answer' or 'model'")
     tool_calls = int(_number(raw, "tool_calls", path, where, 0, _ranges.COUNT))

@@ -102,7 +102,7 @@ def test_the_panels_the_issue_asks_for(dashboard):
     for title in ("Stop reason share over time", "Stalls by probe", "Sessions", "Loop share",
                   "Steps per session", "Tokens per session", "Session duration", "Session duration distribution",
                   "Budget kinds hit", "Recent stalled sessions", "Tools called in loop sessions",
-                  "Top tools by calls (from spans)"):
+                  "Top tools by calls (from spans)", "Answers checked for claims"):
         assert title in panels, f"no panel {title!r}"
     stalls = panels["Stalls by probe"]
     assert stalls["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"

@@ -271,6 +271,15 @@ def test_session_counts(live):
     assert over_budget == PLAN["budget_exceeded"]
 
 
+def test_share_of_answers_checked_for_claims(live):
+    # Every answer of the script is one the rules read (no text in another language): all checked,
+    # under the label value Prometheus stores for the boolean attribute.
+    (share,) = live.values(_dashboard_expr("Answers checked for claims")).values()
+    assert share == pytest.approx(1.0)
+    labels = live.values("sum by (agentguard_claims_checked) (agentguard_final_answers_total)", "agentguard_claims_checked")
+    assert set(labels) == {"true", "false"} and labels["false"] == 0
+
+
 def _nonzero(values):
     # The guard starts every series of a profile at zero (so rate() sees the first increase);
     # the panels show those as 0.

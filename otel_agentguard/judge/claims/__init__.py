@@ -22,10 +22,13 @@ import contextlib
 import contextvars
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from otel_agentguard.judge.claims import _rules as rules
+from otel_agentguard.judge.claims._language import CHINESE, ENGLISH, language_of
+from otel_agentguard.judge.claims._rules import Grounds as Grounds
 from otel_agentguard.judge.claims.classifier import CONFIRM, INSTEAD, ClaimClassifier
+from otel_agentguard.judge.claims.model_judge import ModelJudge
 
 WRITE = "write"
 CLAIM_CATEGORIES = (WRITE,)  # what a claim can assert; fake_completion checks "write" against tool contracts
@@ -34,7 +37,9 @@ STRUCTURAL_LANGUAGES = ("en", "zh")  # read by clause structure; a policy table 
 # structure. A policy's ``[claims.<lang>]`` table adds to (or, for en/zh, replaces) these.
 BUILTIN_PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {}
 PATTERN = "policy_pattern"
+LANGUAGE = "language"  # why an answer was not checked
 CLASSIFIER = "classifier"
+MODEL_JUDGE = "model_judge"
 
 _MAX_TEXT_CHARS = 16 * 1024  # claims open or close an answer: its head and tail are read
 # Replay (and `agentguard claims`) may wait for the classifier; the live span processor never does.
@@ -52,6 +57,9 @@ class ClaimVerdict:
     clauses: int = 0  # clauses in the answer
     findings: tuple[rules.ClauseFinding, ...] = field(default=(), repr=False)
     decided_by: str = "rules"  # "rules", "policy_pattern" or "classifier"
+    checked: bool = True  # False: nothing here could read the answer (its language), so it is no verdict
+    reason: str | None = None  # why it was not checked: "language"
+    language: str = ENGLISH
 
     @property
     def is_claim(self) -> bool:
@@ -66,7 +74,7 @@ class ClaimDetector:
     the classifier, with its time budget; ``explain(text)`` returns the full verdict.
     """
 
-    __slots__ = ("_english", "_chinese", "_patterns", "classifier", "vocabulary")
+    __slots__ = ("_english", "_chinese", "_patterns", "_languages", "classifier", "model_judge", "vocabulary")
 
     def __init__(
         self,
@@ -74,6 +82,7 @@ class ClaimDetector:
         *,
         vocabulary: Iterable[str] = (),
         classifier: ClaimClassifier | None = None,
+        judge: ModelJudge | None = None,
     ):
         words: set[str] = set()
         for word in vocabulary:
@@ -89,20 +98,27 @@ class ClaimDetector:
                 # One regex per pattern: a pattern may carry its own inline flags, like (?i).
                 compiled.extend((category, re.compile(source, re.IGNORECASE), guard) for source in sources)
         self._patterns = tuple(compiled)
+        self._languages = tuple(patterns)
         self.classifier = classifier
+        self.model_judge = judge  # asked about answers the rules cannot read, never on the agent's path
 
-    def detect(self, text: str) -> tuple[str, ...]:
-        return self.verdict(text).categories
+    def detect(self, text: str, grounds: Grounds | None = None) -> tuple[str, ...]:
+        return self.verdict(text, grounds).categories
 
-    def verdict(self, text: str) -> ClaimVerdict:
-        """:meth:`explain`, with the classifier only where it may block (see :func:`classifier_everywhere`)."""
-        return self.explain(text, use_classifier=_classifier_everywhere.get())
+    def verdict(self, text: str, grounds: Grounds | None = None) -> ClaimVerdict:
+        """:meth:`explain`, with the classifier and the model judge only where they may block
+        (see :func:`classifier_everywhere`)."""
+        everywhere = _classifier_everywhere.get()
+        return self.explain(text, use_classifier=everywhere, use_judge=everywhere, grounds=grounds)
 
     def judge(self, text: str) -> tuple[str, ...]:
         return self.explain(text, use_classifier=True).categories
 
-    def explain(self, text: str, *, use_classifier: bool = False) -> ClaimVerdict:
-        """The verdict with its reasons; ``use_classifier`` also asks the policy's classifier."""
+    def explain(self, text: str, *, use_classifier: bool = False, use_judge: bool = False,
+                grounds: Grounds | None = None) -> ClaimVerdict:
+        """The verdict with its reasons; ``use_classifier`` also asks the policy's classifier;
+        ``grounds``: what the session's read tools returned (a claim that only restates one of
+        those states is none)."""
         if not text:
             return ClaimVerdict(())
         if len(text) > _MAX_TEXT_CHARS:  # claims open or close an answer; bound the work
@@ -112,15 +128,36 @@ class ClaimDetector:
             decided = classifier.classify(text, ())
             if decided is not None:
                 return ClaimVerdict(decided, CLASSIFIER, None, len(rules.split_clauses(text)), decided_by=CLASSIFIER)
-        verdict = self._rules(text)
+        language = language_of(text)
+        if not self._reads(language):
+            verdict = ClaimVerdict((), checked=False, reason=LANGUAGE, language=language)
+            if classifier is not None:  # the policy's own judge may read it
+                decided = classifier.classify(text, ())
+                if decided is not None:
+                    return ClaimVerdict(decided, CLASSIFIER, decided_by=CLASSIFIER, language=language)
+            if use_judge and self.model_judge is not None:
+                decided = self.model_judge(text)
+                if decided is not None:
+                    return ClaimVerdict(decided, MODEL_JUDGE if decided else None, decided_by=MODEL_JUDGE,
+                                        language=language)
+            return verdict
+        verdict = self._rules(text, grounds)
+        if language != ENGLISH:
+            verdict = replace(verdict, language=language)
         if classifier is not None and classifier.mode != INSTEAD and (verdict.categories or classifier.mode != CONFIRM):
             decided = classifier.classify(text, verdict.categories)
             if decided is not None and decided != verdict.categories:
                 return ClaimVerdict(decided, CLASSIFIER, None, verdict.clauses, verdict.findings, CLASSIFIER)
         return verdict
 
-    def _rules(self, text: str) -> ClaimVerdict:
-        found_in, clauses = rules.find(text, self._english, self._chinese)
+    def _reads(self, language: str) -> bool:
+        """Whether the rules or the policy's patterns read answers in ``language``."""
+        if language == ENGLISH or language == CHINESE:
+            return True
+        return any(lang.split("-")[0] == language for lang in self._languages)
+
+    def _rules(self, text: str, grounds: Grounds | None) -> ClaimVerdict:
+        found_in, clauses = rules.find(text, self._english, self._chinese, grounds)
         findings = tuple(found_in)
         if findings and findings[-1].claim:
             last = findings[-1]

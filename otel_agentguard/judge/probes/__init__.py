@@ -53,7 +53,7 @@ class SessionTotals:
     __slots__ = (
         "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
         "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names",
-        "states_seen", "no_progress_run", "error_run", "error_failures",
+        "states_seen", "no_progress_run", "error_run", "error_failures", "answers", "unchecked_answers",
     )
 
     def __init__(self, start_ns: int = 0):
@@ -68,6 +68,8 @@ class SessionTotals:
         self.wrote = False  # a tool whose contract says "write" succeeded
         self.finished_explicitly = False
         self.final = False
+        self.answers = 0  # final answers
+        self.unchecked_answers = 0  # ... that no claim rule could read (their language)
         self.fired = 0  # the *_FIRED bits of the probes that raised their alert
         # The last tool calls (the judge keeps them, see remember_call): call digests and
         # sequence numbers side by side, and the names of the last LONGEST_CYCLE calls.
