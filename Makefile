@@ -12,17 +12,27 @@ demo: $(VENV)/.installed-demo
 # instrumentations (OpenLLMetry, OpenInference, Pydantic AI), kept out of the main one.
 FOREIGN_VENV ?= .venv-foreign
 
+# The agent frameworks tests/frameworks/ runs live (Strands, ADK, LlamaIndex, smolagents, the
+# Agent Framework, CrewAI), pinned in their own environment: they pull in hundreds of packages.
+FRAMEWORKS_VENV ?= .venv-frameworks
+
 # Lint (ruff) and strict types (mypy, configured in pyproject.toml) run first: either fails the build.
-test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed
+test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed $(FRAMEWORKS_VENV)/.installed
 	$(BIN)/ruff check otel_agentguard tests bench
 	$(BIN)/mypy
 	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
-	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python $(BIN)/python -m pytest -n auto
+	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python \
+	AGENTGUARD_TEST_FRAMEWORKS_PYTHON=$(FRAMEWORKS_VENV)/bin/python $(BIN)/python -m pytest -n auto
 
 $(FOREIGN_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(FOREIGN_VENV)
 	$(FOREIGN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-foreign]'
+	touch $@
+
+$(FRAMEWORKS_VENV)/.installed: pyproject.toml tests/frameworks/requirements.txt
+	$(PYTHON) -m venv $(FRAMEWORKS_VENV)
+	$(FRAMEWORKS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . -r tests/frameworks/requirements.txt
 	touch $@
 
 $(BIN)/python:
@@ -46,4 +56,4 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(FOREIGN_VENV) $(BENCH_VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FOREIGN_VENV) $(FRAMEWORKS_VENV) $(BENCH_VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -13,7 +13,7 @@ from opentelemetry import trace
 from otel_agentguard._fork import renew_in_forked_children
 from otel_agentguard.judge.policy import Policy
 from otel_agentguard.live.processor import AgentGuardSpanProcessor
-from otel_agentguard.live.providers import remember_installed, sdk_provider
+from otel_agentguard.live.providers import remember_installed, run_first, sdk_provider
 
 _lock = threading.Lock()
 renew_in_forked_children(globals(), "_lock")
@@ -55,6 +55,9 @@ def install(
             return existing
         processor = AgentGuardSpanProcessor(policy, mode, tracer_provider=provider, **options)
         provider.add_span_processor(processor)
+        # First in line: its stamps are on a span before any other processor sees it end, and at
+        # shutdown its verdicts go out while the exporters added before it are still open.
+        run_first(provider, processor)
         _installed[provider] = processor
         remember_installed(provider)
     # atexit runs last-registered first: sessions still open at exit are ended (as

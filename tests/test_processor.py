@@ -283,8 +283,8 @@ def test_metrics_count_sessions_and_stalls_with_low_cardinality_labels():
 def test_evicted_sessions_end_as_abandoned_and_are_counted():
     with GuardedTracing(max_sessions=2) as tracing:
         _, get_order, _ = make_tools(tracing)
-        for index in range(3):  # no session spans and no final answers: all stay open
-            with tracing.tracer.start_as_current_span(f"request-{index}"):
+        for index in range(3):  # named, with no session spans and no final answers: all stay open
+            with tracing.tracer.start_as_current_span(f"request-{index}", attributes={A.SESSION_ID: f"s{index}"}):
                 get_order(str(index))
         verdict_spans = [s for s in tracing.spans() if s.name == "agentguard.verdict"]
         assert [s.attributes[A.STOP_REASON] for s in verdict_spans] == ["abandoned"]
@@ -308,12 +308,22 @@ def test_a_lone_call_ends_its_session_with_its_trace():
         assert [(s.attributes[A.STOP_REASON], s.attributes[A.STEPS]) for s in verdict_spans] == [("abandoned", 1)]
 
 
-def test_a_session_whose_trace_root_is_no_step_of_it_stays_open():
+def test_a_session_without_a_name_ends_with_its_trace_root_even_when_the_root_is_no_step():
     with GuardedTracing() as tracing:
         _, get_order, _ = make_tools(tracing)
-        with tracing.tracer.start_as_current_span("request"):  # its work may outlive it, between steps
+        with tracing.tracer.start_as_current_span("request") as request:  # the app's span around a run
             get_order("A1")
-        assert tracing.processor.live_session_count() == 1
+            get_order("A1")
+            assert tracing.processor.live_session_count() == 1
+        assert tracing.processor.live_session_count() == 0  # judged when the trace ended, not at shutdown
+        (verdict,) = [s for s in tracing.spans() if s.name == "agentguard.verdict"]
+        assert (verdict.attributes[A.STOP_REASON], verdict.attributes[A.STEPS]) == ("abandoned", 2)
+        assert verdict.parent.span_id == request.get_span_context().span_id  # it hangs off the run's root
+
+
+def test_a_named_session_or_one_under_a_remote_parent_stays_open_after_its_trace_root():
+    with GuardedTracing() as tracing:
+        _, get_order, _ = make_tools(tracing)
         tracing.tracer.start_span("execute_tool get_order", attributes={  # a root step of a named session
             A.GEN_AI_OPERATION_NAME: "execute_tool", A.GEN_AI_TOOL_NAME: "get_order", A.SESSION_ID: "named"}).end()
         assert "named" in tracing.processor.live_session_ids()  # it may go on in another trace
@@ -321,7 +331,7 @@ def test_a_session_whose_trace_root_is_no_step_of_it_stays_open():
         with _detached(), trace.use_span(trace.NonRecordingSpan(remote)):
             get_order("A2")  # a remote parent's child is no root: its trace may come back here
         assert trace.format_trace_id(0xABC) in tracing.processor.live_session_ids()
-        assert tracing.processor.live_session_count() == 3
+        assert tracing.processor.live_session_count() == 2
 
 
 @contextlib.contextmanager

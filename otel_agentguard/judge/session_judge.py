@@ -189,6 +189,9 @@ class SessionJudge:
         if step.kind == TOOL:
             totals.remember_call(step, self._keep_calls)
             totals.steps += 1
+            if totals.final:  # a tool ran after an answer: it was not the run's last word (Google ADK
+                totals.final = False  # marks every turn "stop" with content capture off)
+                totals.steps -= 1  # (nor a step of its own: the turn's tool calls are)
             left = totals.open_tool_calls - 1  # never below 0, whatever a span said was asked for
             totals.open_tool_calls = left if left > 0 else 0
             if not step.failed:

@@ -25,6 +25,7 @@ from otel_agentguard.judge.fingerprints._json_text import decode_payload
 from otel_agentguard.judge.fingerprints.payloads import NO_MEMORY, PayloadFingerprints
 from otel_agentguard.judge.policy import Policy
 from otel_agentguard.judge.repetition import RepetitionSummary, summarize
+from otel_agentguard.judge.span_events import hidden
 from otel_agentguard.judge.tool_calls import requested_call_count
 from otel_agentguard.live.resolution import named_session
 
@@ -155,17 +156,19 @@ def _tool_step(
     payloads: PayloadFingerprints,
 ) -> Step:
     name = tool_name(attrs, span_name)
+    if name in ANSWER_TOOLS:
+        return _answer_tool_step(attrs, name, session_id, sequence, policy, start_ns, end_ns, status_error)
     fingerprinter = None
     args_fp = attrs.get(A.TOOL_ARGS_FINGERPRINT)
     if args_fp is None:
-        raw_args = _first(attrs, _RAW_ARGUMENTS)
+        raw_args = _payload(attrs, _RAW_ARGUMENTS)
         if raw_args is not None:
             fingerprinter = policy.fingerprinter(name)
             args_fp = payloads.arguments(fingerprinter, raw_args)
     result_fp = attrs.get(A.TOOL_RESULT_FINGERPRINT)
     empty = attrs.get(A.TOOL_RESULT_EMPTY)
     if result_fp is None or empty is None:
-        raw_result = _first(attrs, _RAW_RESULT)
+        raw_result = _payload(attrs, _RAW_RESULT)
         if raw_result is not None:
             fingerprint, result_empty = payloads.result(fingerprinter or policy.fingerprinter(name), raw_result)
             if result_fp is None:
@@ -274,6 +277,28 @@ _RAW_ARGUMENTS = (A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input
 _RAW_RESULT = (A.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output", "output.value", "ai.toolCall.result")
 
 
+#: Tools through which an agent gives its final answer (smolagents' ``final_answer``): a call of
+#: one is the run's answer, judged as a model's final answer is, claims included.
+ANSWER_TOOLS = frozenset({"final_answer"})
+
+
+def _answer_tool_step(attrs: Mapping[str, Any], name: str, session_id: str, sequence: int, policy: Policy,
+                      start_ns: int, end_ns: int, status_error: bool) -> Step:
+    text = _payload(attrs, _RAW_RESULT)
+    if not isinstance(text, str):
+        arguments = decode_payload(_payload(attrs, _RAW_ARGUMENTS))
+        if isinstance(arguments, Mapping):  # smolagents' {"args": [], "kwargs": {"answer": ...}}
+            arguments = arguments.get("kwargs", arguments)
+        text = arguments.get("answer") if isinstance(arguments, Mapping) else None
+    verdict = policy.claims.verdict(text) if isinstance(text, str) and text else None
+    claims = verdict.categories if verdict is not None else ()
+    return Step(session_id, sequence, MODEL, name, start_ns, end_ns, failed=status_error,
+                finish_reasons=("stop",), tool_calls=0, final=not status_error, claims=claims,
+                claim_rule=verdict.rule if claims and verdict else None,
+                claim_clause=verdict.clause if claims and verdict else None,
+                claims_checked=verdict.checked if verdict is not None else True)
+
+
 def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
     """The first value that is not None."""
     for key in keys:
@@ -281,6 +306,13 @@ def _first(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
         if value is not None:
             return value
     return None
+
+
+def _payload(attrs: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    """The first raw payload that is content, not a placeholder for content not captured: a
+    "[REDACTED]" fingerprinted would make every call look the same."""
+    value = _first(attrs, keys)
+    return None if hidden(value) else value
 
 
 def tool_name(attrs: Mapping[str, Any], span_name: str = "") -> str:
@@ -348,6 +380,8 @@ def _finish_reasons(attrs: Mapping[str, Any]) -> tuple[str, ...]:
         value = attrs.get("llm.finish_reason")  # OpenInference
     if type(value) is tuple and _STR_ONLY.issuperset(map(type, value)):
         return value  # what an SDK span and a replay hold: read as it is
+    if type(value) is str and value.startswith("["):
+        value = decode_payload(value)  # a JSON list in a string (Microsoft Agent Framework writes '["stop"]')
     return tuple(str(v) for v in _as_sequence(value) if v is not None)
 
 
@@ -392,8 +426,5 @@ def _answer_text(attrs: Mapping[str, Any], messages: list[Any] | None) -> str:
         )
     text = (attrs.get("gen_ai.completion.0.content") or attrs.get("llm.output_messages.0.message.content")
             or attrs.get("output.value") or attrs.get("ai.response.text"))
-    # OpenInference writes a placeholder where content capture is off: there is no answer to read.
-    return text if isinstance(text, str) and text != _OPENINFERENCE_HIDDEN else ""
-
-
-_OPENINFERENCE_HIDDEN = "__REDACTED__"
+    # (a placeholder where content capture is off: there is no answer to read)
+    return text if isinstance(text, str) and not hidden(text) else ""

@@ -45,6 +45,7 @@ from otel_agentguard.environment_variables import (
 )
 from otel_agentguard.judge.policy import Policy, coerce_policy
 from otel_agentguard.judge.session_judge import Verdict
+from otel_agentguard.judge.span_events import EVENT_NAMES, event_attributes, needs_events
 from otel_agentguard.judge.steps import (
     KIND_OF_OPERATION,
     STEP_KIND_ATTRIBUTES,
@@ -75,6 +76,7 @@ from otel_agentguard.live.verdicts import VERDICT_SPAN_NAME, VerdictWriter, aler
 logger = logging.getLogger(__name__)
 
 MODES = ("observe", "enforce")
+_MAX_LATE_TRACES = 10_000
 # Attributes that make a span more than "a span inside a session, perhaps".
 _MARKERS = frozenset((*STEP_KIND_ATTRIBUTES, *SESSION_ATTRIBUTES, A.NESTED_STEP, A.VERDICT))
 
@@ -126,6 +128,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         # Only enforce mode asks where a model call runs, so only enforce mode keeps tool scopes.
         self._enforcement = LiveEnforcement(self._sessions, self.policy) if self.mode == "enforce" else None
         self._duplicates = DuplicateSpans()
+        # Traces whose run a late-marked step put in a named session: it ends with the trace's root.
+        self._late_traces: dict[int, str] = {}
         self._shut_down = False
         _registry.register(self)
         _start_afresh_in_forked_children(self)
@@ -184,8 +188,13 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if type(attrs) is not dict:
                 attrs = span_attributes(span)
             session_id = attrs.get(SESSION_ID)
-            if session_id is not None and not attrs.get(A.VERDICT):  # else no span of a session
-                self._session_span_ended(span, attrs, session_id)
+            if session_id is not None:
+                if not attrs.get(A.VERDICT):  # else no span of a session
+                    self._session_span_ended(span, attrs, session_id)
+            elif not _MARKERS.isdisjoint(attrs):
+                self._late_marked_span_ended(span, attrs)
+            elif _local_root(span):
+                self._trace_ended(span)
         except Exception as exc:  # deliberate: never raise into the user's span.end()
             _internal_errors.report("processor.on_end", exc)
 
@@ -270,7 +279,9 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if root and session_id in sessions.lone:
             session = self._lone_call_ended(span, attrs, session_id, session)
         if session is None:
-            return  # ended (or never judged): a late span cannot change a verdict
+            session = self._late_step_session(span, attrs, session_id)
+            if session is None:
+                return  # ended (or never judged): a late span cannot change a verdict
         if session.session_span is not None and (context := span.get_span_context()) is not None \
                 and context.span_id == session.session_span_id:
             # A session span we did not end ourselves (a framework's): its verdict goes
@@ -294,6 +305,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if session.implicit:
                 session.step_span_ended()
         elif kind is None:
+            if session.ends_with_trace and _local_root(span) and (context := span.get_span_context()) is not None:
+                # The span around a run whose steps said what they were only at their end.
+                self._late_traces.pop(context.trace_id, None)
+                session.last_context = context
+                sessions.trace_over(session)
             return  # neither a step nor numbered: a span inside the session only
         if kind is None:
             sessions.skip(session, sequence)
@@ -301,6 +317,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if sequence is None:  # became a step after it started: number it now
                 sequence = session.sequence.next()
             try:
+                attrs = _with_events(span, attrs, kind)
                 step = step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name,
                                             span.start_time or 0, span.end_time or 0,
                                             span.status.status_code is StatusCode.ERROR, sessions.payloads)
@@ -311,6 +328,88 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 sessions.step_ended(session, kind, step, attrs, span)
         if root and session.implicit:  # a step span that was its trace's root: the trace is over
             sessions.trace_over(session)
+
+    def _late_marked_span_ended(self, span: ReadableSpan, attrs: Any) -> None:
+        """A span that became a step or a session span after its start (its instrumentation set
+        ``gen_ai.operation.name`` or ``openinference.span.kind`` once the span was open): judged
+        as if it had said so at its start. Its session is the one its attributes name, else its
+        trace's; it is numbered now, in the order such spans end. (Its attributes cannot be
+        stamped any more: it is exported as its instrumentation wrote it.)"""
+        if attrs.get(A.VERDICT) or attrs.get(A.NESTED_STEP):
+            return
+        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
+        is_agent_span = operation == A.OP_INVOKE_AGENT
+        if kind is None and not is_agent_span and not _local_root(span):
+            return  # a span inside a run, no step of it
+        context = span.get_span_context()
+        if context is None:
+            return
+        sessions = self._sessions
+        trace_session = trace.format_trace_id(context.trace_id)
+        named = None if SESSION_ATTRIBUTE_SET.isdisjoint(attrs) else named_session(attrs)
+        # The steps of this trace may already be judged under the trace's id (they were marked at
+        # their start): the run they belong to is that one, whatever id the agent span names.
+        if named is None or (sessions.store.peek(named) is None and sessions.store.peek(trace_session) is not None):
+            session_id, implicit = trace_session, True
+        else:
+            session_id, implicit = named, False
+        if kind is not None:
+            session = self._open_late(span, attrs, session_id, implicit)
+            sequence = session.sequence.next()
+            try:
+                attrs = _with_events(span, attrs, kind)
+                step = self._step(span, attrs, kind, session_id, sequence)
+            except Exception as exc:  # deliberate: lose this step, not the ones after it
+                _internal_errors.report("processor.step", exc)
+                sessions.skip(session, sequence)
+            else:
+                sessions.step_ended(session, kind, step, attrs, span)
+        if _local_root(span):  # the run's span in this process ended: the run is over
+            self._late_traces.pop(context.trace_id, None)
+            ending = sessions.store.peek(session_id)
+            if ending is not None:
+                ending.last_context = context  # the verdict hangs off the run's span
+                sessions.close(ending, error=span.status.status_code is StatusCode.ERROR,
+                               unfinished=not ending.judge.totals.final,
+                               named=named if is_agent_span else None)
+
+    def _late_step_session(self, span: ReadableSpan, attrs: Any, session_id: str) -> LiveSession | None:
+        """A span stamped with a session at its start (it ran inside one) that only now says it
+        is a step, in a session no step had opened yet: the session opens now."""
+        if A.SEQUENCE in attrs or attrs.get(A.NESTED_STEP):
+            return None  # numbered at its start: its session has ended since
+        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
+        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
+        if kind is None:
+            return None
+        return self._open_late(span, attrs, session_id, False)
+
+    def _open_late(self, span: ReadableSpan, attrs: Any, session_id: str, implicit: bool) -> LiveSession:
+        """The session of a step that said what it was only at its end. The span that names the
+        run may still be open around it, so the run ends with that span or with its trace, not at
+        a final answer (a framework may also mark a turn that calls tools with ``stop``)."""
+        session = self._sessions.open(session_id, attrs, None, span.start_time or time.time_ns(), implicit)
+        session.ends_with_trace = True
+        context = span.get_span_context()
+        if context is not None and not implicit:  # (an implicit one is found by its trace's id)
+            late = self._late_traces
+            late[context.trace_id] = session_id
+            if len(late) > _MAX_LATE_TRACES:
+                del late[next(iter(late))]
+        return session
+
+    def _trace_ended(self, span: ReadableSpan) -> None:
+        """A trace's root span ended that was no step and named no session (the app's own span
+        around an agent run): a session judged under this trace's id is over with it."""
+        context = span.get_span_context()
+        if context is None:
+            return
+        named = self._late_traces.pop(context.trace_id, None) if self._late_traces else None
+        session = self._sessions.store.peek(named or trace.format_trace_id(context.trace_id))
+        if session is not None and (session.implicit or session.ends_with_trace):
+            session.last_context = context  # the verdict hangs off the run's root
+            self._sessions.trace_over(session)
 
     def _lone_call_ended(self, span: ReadableSpan, attrs: Any, session_id: str,
                          stored: LiveSession | None) -> LiveSession | None:
@@ -329,7 +428,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return self._sessions.end_lone_call(session_id, stored, step, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
-        return step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name, span.start_time or 0,
+        return step_from_attributes(_with_events(span, attrs, kind), kind, session_id, sequence, self.policy,
+                                    span.name, span.start_time or 0,
                                     span.end_time or 0, span.status.status_code is StatusCode.ERROR,
                                     self._sessions.payloads)
 
@@ -400,6 +500,26 @@ def _start_afresh_in_forked_children(processor: AgentGuardSpanProcessor) -> None
             alive._after_fork()
 
     os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+def _local_root(span: ReadableSpan) -> bool:
+    """The first span of its trace in this process: none above it, or only a remote one."""
+    parent = span.parent
+    return parent is None or parent.is_remote
+
+
+def _with_events(span: ReadableSpan, attrs: Any, kind: str) -> Any:
+    """The step span's attributes, with what its GenAI events hold that they lack (see
+    :mod:`otel_agentguard.judge.span_events`); most spans have no event at all."""
+    try:
+        events = span._events  # an SDK span's, read without a copy
+    except AttributeError:
+        events = span.events
+    if not events or not needs_events(kind == TOOL, attrs):
+        return attrs
+    found = [(event.name, event.attributes or {}) for event in events if event.name in EVENT_NAMES]
+    added = event_attributes(kind == TOOL, attrs, found) if found else None
+    return {**attrs, **added} if added else attrs
 
 
 def _resolve_mode(mode: str | None) -> str:

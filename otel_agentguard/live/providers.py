@@ -50,6 +50,24 @@ def sdk_provider(provider: Any) -> Any:
     return current if callable(getattr(current, "add_span_processor", None)) else None
 
 
+def run_first(provider: Any, processor: Any) -> bool:
+    """Move ``processor`` to the front of the provider's processors, so that at shutdown it writes
+    its last verdicts while the exporters added before it still export. The SDK shuts its
+    processors down in the order they were added and offers no public way to reorder them; its
+    multi-processors keep them in a tuple under a lock, which is what is read here. False (and
+    nothing changed) for a provider built otherwise: the guard then stays last, and the verdicts
+    of runs still open at a ``provider.shutdown()`` made before the process exits may be lost."""
+    chain: Any = getattr(provider, "_active_span_processor", None)
+    lock = getattr(chain, "_lock", None)
+    processors = getattr(chain, "_span_processors", None)
+    if lock is None or not isinstance(processors, tuple) or processor not in processors:
+        return False
+    with lock:
+        current = chain._span_processors  # (again, under the lock)
+        chain._span_processors = (processor, *(p for p in current if p is not processor))
+    return True
+
+
 def remember_installed(provider: Any) -> None:
     """``install()`` added a guard to ``provider``: the default for the guard's own spans from now on."""
     global _last_installed

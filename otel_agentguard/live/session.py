@@ -44,7 +44,7 @@ class LiveSession:
         "session_id", "lock", "judge", "buffer", "sequence", "first_sequence", "session_span", "session_span_id",
         "last_context",
         "pending_alerts", "ended", "enforcer", "interrupt", "derived", "implicit", "last_response_id", "running",
-        "reviews",
+        "reviews", "ends_with_trace",
     )
 
     def __init__(self, session_id: str, judge: SessionJudge, sequence: SequenceCounter, enforcer: Enforcer | None,
@@ -72,6 +72,9 @@ class LiveSession:
         self.running = 0
         # Final answers the model judge is reading: (sequence, future, when to stop waiting).
         self.reviews: tuple[tuple[int, Future[tuple[str, ...] | None], float], ...] = ()
+        # Its steps said what they were only at their end: the span that names the run may still be
+        # open around them, so the run ends with that span or its trace, not at a final answer.
+        self.ends_with_trace = False
 
     def start_step(self) -> int:
         """The sequence number of a step span starting now; it runs until :meth:`step_span_ended`."""

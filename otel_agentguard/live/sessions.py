@@ -19,6 +19,7 @@ like any other, which then counts on from its step 1.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -54,6 +55,8 @@ _MAX_LONE_CALLS = 10_000
 LoneCall = tuple[int, Any, Any]
 _NO_ALERTS: list[Alert] = []  # never written: what judging no step raised
 
+logger = logging.getLogger(__name__)
+
 
 class LiveSessions:
     """The sessions one processor judges, bounded by ``max_sessions`` and ``idle_timeout_s``."""
@@ -71,6 +74,7 @@ class LiveSessions:
         self._limits = (max_sessions, idle_timeout_s)
         self.store = self._new_store()
         self.payloads = PayloadFingerprints()  # raw tool payloads of foreign spans, fingerprinted once
+        self._told_unrecorded = False  # tool calls without arguments: said once, in the log
         # Counters of ended sessions, so a session id that comes back keeps counting (bounded): a
         # lone call's is its last number alone, an int the garbage collector does not track.
         self._counters: OrderedDict[str, SequenceCounter | int] = OrderedDict()
@@ -233,6 +237,12 @@ class LiveSessions:
     def step_ended(self, session: LiveSession, kind: str, step: Step, attrs: Mapping[str, Any],
                    span: ReadableSpan) -> None:
         """A step span ended: derive what it implies, release what is in order, judge it."""
+        if step.kind == TOOL and step.args_fingerprint is None and not self._told_unrecorded:
+            self._told_unrecorded = True
+            logger.warning(
+                "otel_agentguard: tool calls arrive without their arguments (first: %r); tool_loop and "
+                "cycle cannot tell a repeated call from distinct ones until the instrumentation records "
+                "them (its content capture switch)", span.name)
         with session.lock:
             if kind == TOOL and not session.derived:
                 # The usual tool step: no response to compare, no derived step waiting on it.
@@ -305,7 +315,7 @@ class LiveSessions:
         """After judging, outside the lock: count the alerts; a final answer may end the session."""
         if raised:
             self.count(raised, session.judge.profile.name)
-        if final and session.session_span is None and not session.stop_pending():
+        if final and session.session_span is None and not session.ends_with_trace and not session.stop_pending():
             # Without a session span, the final answer is where the session ends (unless
             # the guard is about to refuse that answer: the stop ends it then). An answer the
             # model judge is still reading ends it when the judge has answered, off this thread.
@@ -336,19 +346,25 @@ class LiveSessions:
             self._metrics.stall(alert, profile)
 
     # --- ending --------------------------------------------------------------------------------
-    def close(self, session: LiveSession, *, error: bool = False, unfinished: bool = False) -> Verdict | None:
-        """End a live session now (its session span ends, its final answer came, or its trace ended)."""
+    def close(self, session: LiveSession, *, error: bool = False, unfinished: bool = False,
+              named: str | None = None) -> Verdict | None:
+        """End a live session now (its session span ends, its final answer came, or its trace ended).
+        ``named``: the id its agent span gave it at the end, for a session judged under its trace's
+        id until then (the verdict carries the name)."""
         if self.store.pop(session.session_id) is not session:
             return None  # already ended (or never live)
+        if named is not None and named != session.session_id:
+            session.session_id = session.judge.session_id = named
         return self.end(session, error=error, unfinished=unfinished)
 
     def trace_over(self, session: LiveSession) -> None:
-        """The session's trace ended here with its root span, one of the session's steps (a
-        model or tool call made outside any other span), and no id names the session: nothing
-        can add to it, so it ends now, with the verdict eviction would have given it later.
-        Unless another of its steps still runs, or a stop waits for the wrapper to raise it."""
+        """The session's trace ended here with its root span (one of its steps, or the app's span
+        around the run), and no id names the session, or its steps said what they were only at
+        their end: nothing more is coming, so it ends now. Unless another of its steps still runs,
+        or a stop waits for the wrapper to raise it."""
         if session.running <= 0 and not session.stop_pending():
-            self.close(session, unfinished=True)
+            # (a run that gave its final answer is over, not abandoned: one judged at its trace's end)
+            self.close(session, unfinished=not session.judge.totals.final)
 
     def end_all(self) -> None:
         """Shutdown: every session ends, a running lone call's too (as the session it would have opened)."""

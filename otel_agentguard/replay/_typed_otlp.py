@@ -22,7 +22,8 @@ from msgspec import UNSET
 
 from otel_agentguard import attributes as A
 from otel_agentguard.judge import _ranges
-from otel_agentguard.judge.steps import step_kind
+from otel_agentguard.judge.span_events import needs_events
+from otel_agentguard.judge.steps import TOOL, step_kind
 from otel_agentguard.replay import otlp
 from otel_agentguard.replay.otlp import ReadSpan, counts_in_range, decode_value, session_facts
 
@@ -60,6 +61,7 @@ class _Span(msgspec.Struct, gc=False):
     endTimeUnixNano: Any = None
     attributes: list[_KeyValue] | None = None
     status: _Status | None = None
+    events: msgspec.Raw | None = None  # skipped unread; a step span that needs its events goes to the reference reader
 
 
 class _ScopeSpans(msgspec.Struct, gc=False):
@@ -78,6 +80,9 @@ _decode = msgspec.json.Decoder(_Request).decode
 # How the exporters (this package's and the Collector's file exporter) start a line; any other
 # line, whatever it is, goes to the reference reader, which tells the formats apart.
 _LINE_START = b'{"resourceSpans":'
+
+
+_NO_EVENTS = frozenset({b"[]", b"null"})
 
 
 class _Unusual(Exception):
@@ -138,6 +143,8 @@ def _read_span(span: _Span, attrs: dict[str, Any], path: str, shared: dict[str, 
     if kind is not None:
         if not counts_in_range(attrs):
             raise _Unusual
+        if span.events is not None and bytes(span.events) not in _NO_EVENTS and needs_events(kind == TOOL, attrs):
+            raise _Unusual  # what the span lacks may be in its events: the reference reader reads them
         name = span.name or ""
         name = shared.setdefault(name, name) if type(name) is str else str(name)
     session_id, run = session_facts(attrs, path, start_ns, end_ns, error)

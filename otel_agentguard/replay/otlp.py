@@ -19,7 +19,8 @@ from otel_agentguard import attributes as A
 from otel_agentguard.judge import _ranges
 from otel_agentguard.judge.fingerprints.payloads import PayloadFingerprints
 from otel_agentguard.judge.policy import Policy
-from otel_agentguard.judge.steps import Step, explicit_session, nested_step, step_from_attributes, step_kind
+from otel_agentguard.judge.span_events import EVENT_NAMES, event_attributes, needs_events
+from otel_agentguard.judge.steps import TOOL, Step, explicit_session, nested_step, step_from_attributes, step_kind
 from otel_agentguard.replay._derive import with_derived_steps
 from otel_agentguard.replay.errors import InputError
 from otel_agentguard.replay.recorded import RecordedSession
@@ -139,6 +140,20 @@ REPEATED_VALUE_KEYS = frozenset({
 READ_KEY_PREFIXES = ("llm.output_messages.", "llm.input_messages.", "gen_ai.completion.", "gen_ai.prompt.")
 
 
+def with_event_attributes(kind: str, attrs: dict[str, Any], events: Any) -> dict[str, Any]:
+    """A step span's attributes with what its GenAI events hold that they lack (see
+    :mod:`otel_agentguard.judge.span_events`); ``events`` as OTLP JSON has them."""
+    if type(events) is not list:
+        raise TypeError("events must be a list")  # _explain says where
+    found = []
+    for event in events:
+        if type(event) is dict and event.get("name") in EVENT_NAMES:
+            found.append((event["name"], {item["key"]: decode_value(item.get("value"))
+                                          for item in event.get("attributes") or ()}))
+    added = event_attributes(kind == TOOL, attrs, found) if found else None
+    return {**attrs, **added} if added else attrs
+
+
 def decode_read_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
     """The attributes in :data:`READ_KEYS` (and under its prefixes) as Python values; the others
     are decoded only to check them (an unset or string value needs no check)."""
@@ -235,6 +250,7 @@ class OTLPCollector:
         self._seen_elsewhere: set[tuple[str, str]] = set()
         self._session_of: dict[str, str] = {}
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
+        self._agents: dict[str, str | None] = {}  # invoke_agent span id -> the session it names, if any
         self._steps_by_span: dict[str, _Candidate] = {}
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
@@ -283,6 +299,9 @@ class OTLPCollector:
         if kind is not None:
             if not counts_in_range(attrs):
                 _check_counts(attrs, path, line, index)  # says which, in the documented order
+            events = span.get("events")
+            if events and needs_events(kind == TOOL, attrs):
+                attrs = with_event_attributes(kind, attrs, events)
             name = span.get("name") or ""
             if type(name) is not str:
                 name = str(name)
@@ -325,6 +344,8 @@ class OTLPCollector:
             self._session_of[span_id] = session_id
             if run is not None:
                 self._runs[span_id] = run
+        if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
+            self._agents[span_id] = session_id
         if kind is not None:
             candidate = _Candidate(
                 kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, path, line, session_id,
@@ -340,11 +361,18 @@ class OTLPCollector:
         session around it (an inner ``invoke_agent`` of the same session joins it).
         """
         session_id = candidate.session
+        # A step's gen_ai.conversation.id alone may name a provider's thread, not the run
+        # (Microsoft Agent Framework writes each response's id there): inside an agent's run,
+        # the run's session wins.
+        by_conversation = session_id is not None and _named_by_conversation_only(candidate.attrs)
         run = None
         span_id = candidate.parent_id
         for _ in range(_MAX_PARENT_HOPS):
             if not span_id:
                 break
+            if by_conversation and span_id in self._agents:
+                session_id = self._agents[span_id] or candidate.trace_id
+                by_conversation = False
             if session_id is None:
                 session_id = self._session_of.get(span_id)
             found = self._runs.get(span_id)
@@ -490,6 +518,11 @@ def _run(
         start_ns=start_ns,
         end_ns=end_ns,
     )
+
+
+def _named_by_conversation_only(attrs: Mapping[str, Any]) -> bool:
+    return A.GEN_AI_CONVERSATION_ID in attrs and A.SESSION_ID not in attrs and A.SESSION_ID_SEMCONV not in attrs \
+        and A.TRACELOOP_SESSION_ID not in attrs
 
 
 def session_facts(

@@ -362,7 +362,8 @@ FAULTS = {
     "otel_agentguard.judge.probes.tool_loop.ToolLoop.observe": {"probe.tool_loop"},
     "otel_agentguard.live.metrics.GuardMetrics.stall": {"processor.on_end", "processor.end_session"},
     "otel_agentguard.live.metrics.GuardMetrics.session_ended": {"processor.on_end", "processor.end_session"},
-    "otel_agentguard.live.sessions.LiveSessions._new_session": {"processor.on_start"},
+    # (a step whose session could not open at its start tries again at its end, as a late-marked one)
+    "otel_agentguard.live.sessions.LiveSessions._new_session": {"processor.on_start", "processor.on_end"},
     "otel_agentguard.live.processor.AgentGuardSpanProcessor.end_session": {"session.exit"},
     "otel_agentguard.live.verdicts.VerdictWriter.verdict_span": {"processor.on_end"},
     "otel_agentguard.judge.session_judge.SessionJudge.finish": {"processor.end_session", "processor.on_end"},

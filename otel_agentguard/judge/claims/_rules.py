@@ -501,7 +501,7 @@ _PASSIVE_FOLLOWER = re.compile(
     r"\s*(?:$|[^\w\s]|(?:to|for|on|in|at|from|by|with|as|into|onto|over|under|via|until|across|back|off|"
     r"out|up|down|and|but|successfully|again|now|today|yesterday|automatically|per|within|after|before)\b)")
 _LEFT_AS_IT_WAS = re.compile(r"[^.;,]{0,40}?\b(?:untouched|unchanged|alone|as\s+(?:is|it\s+was|they\s+were))\b")
-_RAN_ITS_COURSE = frozenset("finished completed ended ran passed started".split())  # "the run finished successfully"
+_RAN_ITS_COURSE = frozenset("finished completed ended ran passed started shipped".split())  # "the run finished"
 _SAID = frozenset("replied responded answered wrote commented".split())
 # After the participle, what makes it the subject's own doing: "sold out", "shipped and arrives Thursday".
 _INTRANSITIVE = re.compile(r"\s+(?:out|since|while|and\s+(?!is\b|has\b|was\b)[a-z]+s)\b")
