@@ -63,6 +63,8 @@ TOKENS = "agentguard.tokens"
 COST_USD = "agentguard.cost.usd"
 # Marks the short span that carries a verdict when no session span is open.
 VERDICT = "agentguard.verdict"
+# On a verdict ``agentguard serve`` wrote again for a session whose trace got spans after it was judged.
+VERDICT_AMENDED = "agentguard.verdict.amended"
 
 # --- the stall event --------------------------------------------------------
 STALL_EVENT = "agentguard.stall"

@@ -27,6 +27,10 @@ OTEL_AGENTGUARD_JSONL_PATH = "OTEL_AGENTGUARD_JSONL_PATH"
 OTEL_AGENTGUARD_REPAIR_HISTORY = "OTEL_AGENTGUARD_REPAIR_HISTORY"
 """``true``: repair unpaired tool calls in each request's history before it is sent (off by default)."""
 
+OTEL_AGENTGUARD_DRAIN_DEADLINE_S = "OTEL_AGENTGUARD_DRAIN_DEADLINE_S"
+"""Seconds after SIGTERM (with ``drain_on_sigterm``) a session still without a safe cut point stops
+at its next call anyway (default 20: inside Kubernetes' 30-second grace period)."""
+
 OTEL_AGENTGUARD_SERVE_TOKEN = "OTEL_AGENTGUARD_SERVE_TOKEN"
 """``agentguard serve`` answers 401 to requests without ``Authorization: Bearer <token>`` (unset: no check)."""
 

@@ -34,6 +34,8 @@ from otel_agentguard.live.sessions import LiveSessions
 from otel_agentguard.live.verdicts import alert_attributes, write_alerts
 
 _MAX_TOOL_SCOPES = 100_000
+_PAST_DEADLINE = ("drain deadline passed before a safe cut point: tool calls the last turn asked for may "
+                  "have no result in the history (otel_agentguard.repair_history answers them)")
 
 
 class LiveEnforcement:
@@ -94,10 +96,13 @@ class LiveEnforcement:
         with session.lock:
             totals = session.judge.totals
             enforcer = session.enforcer
-            if interrupts.sigterm_received():
+            draining = interrupts.sigterm_received()
+            if draining:
                 enforcer.interrupts.add(A.DRAINED)
-            cut_point = enforcer.begin_model_call(in_tool, answered_ids)
+            cut_point = enforcer.begin_model_call(in_tool, answered_ids, draining)
             due = enforcer.stop_due(totals, session.judge.profile) if cut_point else None
+            if due is None and draining and interrupts.drain_deadline_passed():
+                due = A.DRAINED, _PAST_DEADLINE
         if due is not None:
             self._stop(session, *due)
         if not self._policy.budget_note:

@@ -77,8 +77,8 @@ class Enforcer:
     """One session's enforcement state. The processor calls it under the session's lock."""
 
     __slots__ = (
-        "_ladder", "_armed", "_recent_sequences", "_recent_calls", "_outer_open", "pending_stop", "_interrupts",
-        "stopped",
+        "_ladder", "_armed", "_recent_sequences", "_recent_calls", "_outer_open", "_outer_ran", "pending_stop",
+        "_interrupts", "stopped",
     )
 
     def __init__(self, ladder: Mapping[str, tuple[str, ...]]):
@@ -94,6 +94,7 @@ class Enforcer:
         # Call ids the agent's last own model call asked for, while their results are
         # outstanding; None when there are none or their ids are unknown.
         self._outer_open: frozenset[str] | None = None
+        self._outer_ran = 0  # tool steps that ended since the agent's last own model call
 
     @property
     def interrupts(self) -> set[str]:
@@ -103,14 +104,19 @@ class Enforcer:
         return self._interrupts
 
     # --- model calls: which ones are the agent's own turns (cut points) ------------------------
-    def begin_model_call(self, in_tool: bool, answered_ids: frozenset[str] | None) -> bool:
+    def begin_model_call(self, in_tool: bool, answered_ids: frozenset[str] | None, draining: bool = False) -> bool:
         """True when a model call about to start is the agent's own next turn (a cut
-        point); False for one made inside a tool (a sub-agent)."""
+        point); False for one made inside a tool (a sub-agent).
+
+        ``draining``: a request that carries no tool result at all, made outside every tool
+        once each call the last turn asked for has run, is the agent re-prompting itself
+        without the history (a stateless agent), not a sub-agent: a drain may cut there."""
         if in_tool:
             return False
         open_calls = self._outer_open
         if open_calls and answered_ids is not None and open_calls.isdisjoint(answered_ids):
-            return False  # answers none of the open calls: an agent inside a tool we cannot see
+            if not (draining and not answered_ids and self._outer_ran >= len(open_calls)):
+                return False  # answers none of the open calls: an agent inside a tool we cannot see
         self._outer_open = None  # the request carries every result
         return True
 
@@ -119,12 +125,14 @@ class Enforcer:
         if in_tool or self._outer_open:
             return False
         self._outer_open = frozenset(call_ids) if tool_calls and len(call_ids) >= tool_calls else None
+        self._outer_ran = 0
         return True
 
     # --- fed by the processor, as steps are judged -----------------------------------------
     def on_step(self, step: Step) -> None:
         if step.kind != TOOL:
             return
+        self._outer_ran += 1
         sequences, calls = self._recent_sequences, self._recent_calls
         if sequences is None:
             sequences = self._recent_sequences = array("q")

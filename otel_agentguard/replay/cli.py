@@ -217,7 +217,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         listen=args.listen, grpc_listen=None if args.grpc_listen == "off" else args.grpc_listen,
         profile=args.profile, idle_timeout_s=args.idle_timeout, settle_s=args.settle,
-        max_body_bytes=args.max_body_bytes, queue_spans=args.queue_spans,
+        max_body_bytes=args.max_body_bytes, queue_spans=args.queue_spans, read_timeout_s=args.read_timeout,
     )
     from otel_agentguard.serve.verdicts import ExporterError
 
@@ -278,7 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
                        help="judge a trace after S quiet seconds (default %(default)s)")
     serve.add_argument("--settle", type=float, default=2.0, metavar="S",
-                       help="after a final answer or a session span, judge after S quiet seconds (default %(default)s)")
+                       help="once a trace's root span, a session span or a final answer came, judge it S seconds "
+                       "after its last span (default %(default)s)")
+    serve.add_argument("--read-timeout", type=float, default=10.0, metavar="S",
+                       help="close a connection whose request headers, or body, take longer than S seconds to "
+                       "arrive (default %(default)s)")
     serve.add_argument("--max-body-bytes", type=int, default=16 << 20, metavar="N",
                        help="413 beyond N bytes, compressed or not (default %(default)s)")
     serve.add_argument("--queue-spans", type=int, default=200_000, metavar="N",

@@ -203,6 +203,11 @@ def _from_json(body: bytes) -> list[TraceBatch]:
         raise BadRequest(f"invalid JSON ({exc})") from None
     if not isinstance(document, dict):
         raise BadRequest("the JSON body is not an object")
+    if b"\\ud" in body or b"\\uD" in body:  # an escaped surrogate: is each one half of a pair?
+        try:
+            _check_text(document, "request")
+        except RecursionError:
+            raise BadRequest("the JSON body is nested too deeply") from None
     batches: dict[str, TraceBatch] = {}
     documents: dict[str, dict[str, Any]] = {}
     for r_index, resource_spans in enumerate(_list(document, "resourceSpans", "request")):
@@ -231,6 +236,24 @@ def _from_json(body: bytes) -> list[TraceBatch]:
     return list(batches.values())
 
 
+def _check_text(value: Any, where: str) -> None:
+    """OTLP strings are UTF-8; JSON can still escape half a surrogate pair, which no exporter can
+    send on (a session id with one would be exported without it): such a body is refused, naming
+    where the string is."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(f"{where} is not valid UTF-8 (a lone surrogate escape)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, f"{where} key")
+            _check_text(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_text(item, f"{where}[{index}]")
+
+
 def _list(container: Mapping[str, Any], key: str, where: str) -> list[Any]:
     value = container.get(key)
     if value is None:
@@ -252,6 +275,9 @@ def _check_id(value: Any, length: int, where: str, key: str, required: bool = Tr
         raise BadRequest(f"{where}.{key} is not {length} hex digits")
 
 
+_TIME_LIMIT = 1 << 64
+
+
 def _check_span(span: Any, where: str) -> None:
     _mapping(span, where)
     _check_id(span.get("traceId"), 32, where, "traceId")
@@ -261,8 +287,10 @@ def _check_span(span: Any, where: str) -> None:
         value = span.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise BadRequest(f"{where}.{key} is not an integer")
-        if isinstance(value, str) and not value.isdigit():
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
             raise BadRequest(f"{where}.{key} is not an integer")
+        if not 0 <= int(value) < _TIME_LIMIT:
+            raise BadRequest(f"{where}.{key} = {value} is not a time in nanoseconds (a fixed64: 0 to 2**64 - 1)")
     if not isinstance(span.get("name", ""), str):
         raise BadRequest(f"{where}.name is not a string")
     status = span.get("status", {})

@@ -24,12 +24,12 @@ from otel_agentguard.serve.service import JudgeService
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, service: JudgeService, token: str | None):
         self._service = service
-        self._expected = f"Bearer {token}".encode() if token else None
+        self._expected = f"Bearer {token}".encode("utf-8", "surrogateescape") if token else None
 
     async def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:  # noqa: N802
         if self._expected is not None:
             metadata = dict(context.invocation_metadata() or ())
-            given = str(metadata.get("authorization", "")).encode()
+            given = str(metadata.get("authorization", "")).encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, self._expected):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:

@@ -5,11 +5,12 @@ optionally gzip; the response is encoded like the request; 400 with a
 ``google.rpc.Status`` message for a body it cannot read, 413 for a body over the
 limit (before or after decompression), 503 with ``Retry-After`` when the queue is
 full (a status every OTLP exporter retries), 401 without the bearer token when
-one is configured.
+one is configured, 408 for a body that does not arrive in time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 
@@ -37,20 +38,25 @@ def _answer(request: web.Request, status: int, code: int, message: str, **header
 
 
 def create_app(service: JudgeService, *, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
-    expected = f"Bearer {token}".encode() if token else None
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, body_timeout_s: float = 10.0) -> web.Application:
+    expected = f"Bearer {token}".encode("utf-8", "surrogateescape") if token else None
     ok_protobuf = ExportTraceServiceResponse().SerializeToString()
 
     async def export(request: web.Request) -> web.Response:
         if expected is not None:
-            given = request.headers.get("Authorization", "").encode()
+            # (aiohttp keeps a header's bytes that are not UTF-8 as surrogates: compared as sent)
+            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return _answer(request, 401, code_pb2.UNAUTHENTICATED, "missing or wrong bearer token",
                                **{"WWW-Authenticate": "Bearer"})
         try:
-            body = await request.read()  # aiohttp answers 413 itself beyond client_max_size
+            # aiohttp answers 413 itself beyond client_max_size
+            body = await asyncio.wait_for(request.read(), body_timeout_s)
             body = decompress(body, request.headers.get("Content-Encoding", ""), max_body_bytes)
             batches = parse(body, request.headers.get("Content-Type", ""))
+        except asyncio.TimeoutError:
+            return _answer(request, 408, code_pb2.DEADLINE_EXCEEDED,
+                           f"the body did not arrive within {body_timeout_s:g} s", Connection="close")
         except TooLarge as exc:
             return _answer(request, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
         except BadRequest as exc:

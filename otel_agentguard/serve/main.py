@@ -41,6 +41,7 @@ class ServeOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     queue_spans: int = 200_000
     max_traces: int = 10_000
+    read_timeout_s: float = 10.0  # a request's headers, and its body, each within this
     token: str | None = None  # default: $OTEL_AGENTGUARD_SERVE_TOKEN
 
 
@@ -85,8 +86,12 @@ async def run(
             pass
     service.start()
     host, port = split_address(options.listen)
-    runner = web.AppRunner(create_app(service, token=token, max_body_bytes=options.max_body_bytes),
-                           auto_decompress=False, access_log=None, handle_signals=False)
+    app = create_app(service, token=token, max_body_bytes=options.max_body_bytes,
+                     body_timeout_s=options.read_timeout_s)
+    # aiohttp's keep-alive timer runs from the moment a connection is idle, and partial headers
+    # do not reset it: it is the header read timeout too (a slow sender cannot hold a connection).
+    runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False,
+                           keepalive_timeout=options.read_timeout_s)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -136,6 +141,7 @@ def serve(policy: Policy, options: ServeOptions) -> int:
     finally:
         writer.shutdown()
     counts = service.sessions.counts
-    logger.info("agentguard serve: stopped after %d verdicts (spans judged %d, late %d, unreadable %d, over limit %d)",
-                service.verdicts_written, counts.judged, counts.late, counts.unreadable, counts.over_limit)
+    logger.info("agentguard serve: stopped after %d verdicts (spans judged %d, reopened %d, late %d, unreadable %d, "
+                "over limit %d)", service.verdicts_written, counts.judged, counts.reopened, counts.late,
+                counts.unreadable, counts.over_limit)
     return 0

@@ -9,8 +9,10 @@ loop: the judge is single-threaded by design, and one process uses one core.
 
 Spans are counted by outcome in ``agentguard.serve.spans``: ``accepted``,
 ``refused`` (queue full or shutting down; the sender retries), ``rejected``
-(malformed), and of the accepted, ``late``, ``unreadable`` and ``over_limit``,
-which are dropped but never silently.
+(malformed), and of the accepted, ``reopened`` (they came after their trace was
+judged, in time to judge it again and amend what changed), ``late`` (too late for
+that), ``unreadable``
+and ``over_limit``, which are dropped but never silently.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class JudgeService:
         meter = metrics.get_meter("otel_agentguard.serve", __version__, meter_provider)
         self._spans = meter.create_counter(
             METRIC_SERVE_SPANS, unit="{span}", description="Spans received by agentguard serve, by outcome")
-        self._reported = {"late": 0, "unreadable": 0, "over_limit": 0}
+        self._reported = {"reopened": 0, "late": 0, "unreadable": 0, "over_limit": 0}
 
     # --- receivers' side ---------------------------------------------------------------
 

@@ -5,14 +5,16 @@ a trace to the same replica, and inside a trace replay's collector resolves ever
 span's session (its own attributes, its parent chain, else the trace) exactly as
 it does for a file. A trace is judged
 
-- at once when its root span arrives (a session span is usually the root);
-- ``settle_s`` after its last span once a session span or a final answer has been
-  seen (the spans that end right after, in the same or the next export, still count);
+- ``settle_s`` after its last span once its root span, a session span or a final answer
+  has been seen, whichever span came last: a Collector exports batches concurrently and
+  retries a refused one after later ones succeeded, so the root may come first;
 - ``idle_timeout_s`` after its last span otherwise;
 - at shutdown, or when more than ``max_traces`` are open (the least recently fed first).
 
-A span that arrives for a trace already judged cannot change its verdict: it is
-counted as late, never judged as a second session.
+A span that arrives for a trace already judged re-opens it while the trace is still
+remembered whole (the last ``max_traces`` judged, for ``idle_timeout_s``): the trace
+settles again and each session whose verdict changed gets an amended verdict. Past that,
+the span is counted as late, never judged as a second session.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class JudgedSession:
     verdict: Verdict
     trace_id: str
     parent_span_id: str
-    reason: str  # why the trace was judged now: root, settled, idle, shutdown, evicted
+    reason: str  # why the trace was judged now: settled, idle, shutdown, evicted, amended
 
 
 @dataclass(slots=True)
@@ -56,7 +58,13 @@ class _OpenTrace:
     root_span_id: str = ""
     any_span_id: str = ""
     session_spans: dict[str, str] = field(default_factory=dict)
-    settling: bool = False  # a session span or a final answer was seen
+    settling: bool = False  # its root, a session span or a final answer was seen
+    judged_at: float = 0.0  # when it was last judged (0: never)
+    # The spans as they came, to judge the trace again when late spans amend it (judging
+    # hands the collector's spans over).
+    batches: list[TraceBatch] = field(default_factory=list)
+    # What each session was last judged (session id -> its verdict), to amend only what changed.
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,7 +72,8 @@ class SpanCounts:
     """What happened to the spans the service accepted (every span lands in exactly one)."""
 
     judged: int = 0
-    late: int = 0  # arrived after their trace was judged
+    late: int = 0  # arrived after their trace was judged and forgotten
+    reopened: int = 0  # arrived after their trace was judged, in time to re-judge it (and amend what changed)
     unreadable: int = 0  # the adapter could not read the trace (logged)
     over_limit: int = 0  # beyond the per-trace cap
 
@@ -94,7 +103,9 @@ class LiveSessions:
         self.clock = clock
         self.counts = SpanCounts()
         self._open: OrderedDict[str, _OpenTrace] = OrderedDict()  # least recently fed first
-        self._judged: OrderedDict[str, None] = OrderedDict()
+        self._judged: OrderedDict[str, None] = OrderedDict()  # ids of judged traces, to know late spans
+        # Judged traces kept whole, to amend, oldest first: the last max_traces, for idle_timeout_s.
+        self._whole: OrderedDict[str, _OpenTrace] = OrderedDict()
 
     @property
     def open_traces(self) -> int:
@@ -107,10 +118,13 @@ class LiveSessions:
     def add(self, batch: TraceBatch) -> list[JudgedSession]:
         """Buffer one trace's spans; the sessions this completes (or evicts) come back judged."""
         trace_id = batch.trace_id
-        if trace_id in self._judged:
-            self.counts.late += batch.spans
-            return []
         trace = self._open.get(trace_id)
+        if trace is None and trace_id in self._judged:
+            trace = self._whole.pop(trace_id, None)
+            if trace is None:
+                self.counts.late += batch.spans
+                return []
+            trace = self._open[trace_id] = self._reopened(trace_id, trace)  # it settles again
         if trace is None:
             trace = self._open[trace_id] = _OpenTrace(OTLPCollector(self.policy, self._payloads), self.clock())
         else:
@@ -120,11 +134,7 @@ class LiveSessions:
             self.counts.over_limit += batch.spans
             return []
         try:
-            if batch.document is not None:
-                trace.collector.add_document(batch.document, f"trace {trace_id}", 1)
-            else:
-                for span, attrs in batch.decoded:
-                    trace.collector.add_span(span, attrs, f"trace {trace_id}", 1)
+            _feed(trace.collector, batch)
         except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:  # as add_document says
             self.counts.unreadable += batch.spans
             logger.warning("agentguard serve: spans of %s not readable: %s: %s", trace_id, type(exc).__name__, exc)
@@ -134,13 +144,15 @@ class LiveSessions:
             logger.warning("agentguard serve: spans of %s not readable: %s", trace_id, exc)
             return []
         trace.spans += batch.spans
+        trace.batches.append(batch)
+        if trace.judged_at:  # judged once: these count apart from the spans of its first verdict
+            self.counts.reopened += batch.spans
         trace.any_span_id = trace.any_span_id or batch.any_span_id
         trace.session_spans.update(batch.session_spans)
-        trace.settling = trace.settling or batch.final_answer or bool(batch.session_spans)
-        judged: list[JudgedSession] = []
         if batch.root_span_id:
             trace.root_span_id = batch.root_span_id
-            judged.extend(self._judge(trace_id, "root"))
+        trace.settling = trace.settling or batch.final_answer or bool(batch.session_spans) or bool(batch.root_span_id)
+        judged: list[JudgedSession] = []
         while len(self._open) > self.max_traces:
             oldest = next(iter(self._open))
             judged.extend(self._judge(oldest, "evicted"))
@@ -157,6 +169,7 @@ class LiveSessions:
         for trace_id in due:
             trace = self._open[trace_id]
             judged.extend(self._judge(trace_id, "settled" if trace.settling else "idle"))
+        self._forget(now)
         return judged
 
     def close(self) -> list[JudgedSession]:
@@ -168,9 +181,8 @@ class LiveSessions:
 
     def _judge(self, trace_id: str, reason: str) -> list[JudgedSession]:
         trace = self._open.pop(trace_id)
-        self._judged[trace_id] = None
-        if len(self._judged) > _REMEMBERED_TRACES:
-            self._judged.popitem(last=False)
+        amending = bool(trace.judged_at)
+        self._remember(trace_id, trace)
         try:
             sessions = trace.collector.sessions()
             verdicts = [judge_recorded(session, self.policy, self.profile) for session in sessions]
@@ -178,9 +190,54 @@ class LiveSessions:
             self.counts.unreadable += trace.spans
             logger.warning("agentguard serve: trace %s not judged: %s", trace_id, exc)
             return []
-        self.counts.judged += trace.spans
+        if not amending:
+            self.counts.judged += trace.spans  # (late spans that re-open it are counted as reopened)
         fallback = trace.root_span_id or trace.any_span_id
-        return [
-            JudgedSession(session, verdict, trace_id, trace.session_spans.get(session.session_id, fallback), reason)
-            for session, verdict in zip(sessions, verdicts, strict=True)
-        ]
+        judged = []
+        for session, verdict in zip(sessions, verdicts, strict=True):
+            before = trace.verdicts.get(session.session_id)
+            trace.verdicts[session.session_id] = verdict
+            if before is not None and _same(before, verdict):
+                continue  # late spans that changed nothing of this session
+            judged.append(JudgedSession(session, verdict, trace_id,
+                                        trace.session_spans.get(session.session_id, fallback),
+                                        "amended" if before is not None else reason))
+        return judged
+
+    # --- judged traces: kept whole for a while, to amend ------------------------------------
+
+    def _remember(self, trace_id: str, trace: _OpenTrace) -> None:
+        trace.judged_at = self.clock()
+        self._judged[trace_id] = None
+        self._judged.move_to_end(trace_id)
+        if len(self._judged) > _REMEMBERED_TRACES:
+            self._judged.popitem(last=False)
+        self._whole[trace_id] = trace
+        if len(self._whole) > self.max_traces:
+            self._whole.popitem(last=False)
+
+    def _reopened(self, trace_id: str, trace: _OpenTrace) -> _OpenTrace:
+        """A judged trace, open again with its spans in a fresh collector."""
+        trace.collector = OTLPCollector(self.policy, self._payloads)
+        for batch in trace.batches:
+            _feed(trace.collector, batch)  # read once already: no error now
+        return trace
+
+    def _forget(self, now: float) -> None:
+        """Judged traces kept whole for ``idle_timeout_s`` are kept by their id only from then on."""
+        whole = self._whole
+        while whole and now - next(iter(whole.values())).judged_at >= self.idle_timeout_s:
+            whole.popitem(last=False)
+
+
+def _feed(collector: OTLPCollector, batch: TraceBatch) -> None:
+    if batch.document is not None:
+        collector.add_document(batch.document, f"trace {batch.trace_id}", 1)
+    else:
+        for span, attrs in batch.decoded:
+            collector.add_span(span, attrs, f"trace {batch.trace_id}", 1)
+
+
+def _same(before: Verdict, after: Verdict) -> bool:
+    return (before.stop_reason, before.steps, before.tokens, len(before.alerts)) == \
+        (after.stop_reason, after.steps, after.tokens, len(after.alerts))

@@ -121,13 +121,18 @@ class VerdictWriter:
             A.TOKENS: verdict.tokens,
             A.COST_USD: round(verdict.cost_usd, 6),
         }
+        amended = judged.reason == "amended"
+        if amended:
+            attributes[A.VERDICT_AMENDED] = True
         links = [Link(parent)] if parent.is_valid else None
         span = self._tracer.start_span(VERDICT_SPAN_NAME, context=context, attributes=attributes, links=links)
         for alert in verdict.alerts:
             span.add_event(A.STALL_EVENT, alert_attributes(alert))
-            self._metrics.stall(alert, verdict.profile)
+            if not amended:
+                self._metrics.stall(alert, verdict.profile)
         span.end()
-        self._metrics.session_ended(verdict)
+        if not amended:  # the session was counted once, when first judged
+            self._metrics.session_ended(verdict)
 
     def flush(self, timeout_millis: int = 10_000) -> None:
         self._tracer_provider.force_flush(timeout_millis)

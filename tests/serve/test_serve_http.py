@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import httpx
 import pytest
@@ -153,15 +154,16 @@ def test_bearer_token_is_required_when_configured(monkeypatch):
         wait_for(lambda: "authed" in running.verdicts())
 
 
-def test_late_spans_of_a_judged_trace_are_counted_not_judged_again():
+def test_a_retry_of_a_judged_trace_reopens_it_and_changes_nothing():
     with service_in_thread(settle_s=0.2) as running:
         tracer, kept = keeping_tracer()
         emit_session(tracer, "s-late", "clean")
         exporter = OTLPSpanExporter(endpoint=running.url)
-        exporter.export(kept)  # the whole trace: judged on its root span
+        exporter.export(kept)  # the whole trace: judged once it settled
         wait_for(lambda: "s-late" in running.verdicts())
         exporter.export(kept[:2])  # a retry of two of its spans
-        wait_for(lambda: running.span_counts().get("late") == 2)
+        wait_for(lambda: running.span_counts().get("reopened") == 2)
+        time.sleep(0.5)  # settled again: the same verdict, so nothing is written
         assert len(running.verdict_spans()) == 1
 
 
