@@ -203,6 +203,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from otel_agentguard.serve.main import ServeOptions, serve, split_address
+        from otel_agentguard.serve.memory import parse_size
     except ImportError as exc:
         raise UsageError(
             f"serve needs its extra ({exc.name} is missing): pip install 'otel-agentguard[serve]'") from None
@@ -214,10 +215,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise UsageError(f"{option}: {exc}") from None
     policy = load_policy(args.policy) if args.policy else coerce_policy(None)
     _check_profile(policy, args.profile, "--profile")
+    memory: dict[str, int] = {}
+    for option, value, key in (("--memory-limit", args.memory_limit, "memory_limit_bytes"),
+                               ("--memory-spike", args.memory_spike, "memory_spike_bytes")):
+        if value is not None:
+            try:
+                memory[key] = parse_size(value)
+            except ValueError as exc:
+                raise UsageError(f"{option}: {exc}") from None
+    if "memory_spike_bytes" in memory and "memory_limit_bytes" not in memory:
+        raise UsageError("--memory-spike needs --memory-limit")
+    if memory.get("memory_spike_bytes", 0) >= memory.get("memory_limit_bytes", 1):
+        raise UsageError("--memory-spike must be smaller than --memory-limit")
     options = ServeOptions(
         listen=args.listen, grpc_listen=None if args.grpc_listen == "off" else args.grpc_listen,
         profile=args.profile, idle_timeout_s=args.idle_timeout, settle_s=args.settle,
         max_body_bytes=args.max_body_bytes, queue_spans=args.queue_spans, read_timeout_s=args.read_timeout,
+        memory_limit_bytes=memory.get("memory_limit_bytes"), memory_spike_bytes=memory.get("memory_spike_bytes"),
     )
     from otel_agentguard.serve.verdicts import ExporterError
 
@@ -280,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--settle", type=float, default=2.0, metavar="S",
                        help="once a trace's root span, a session span or a final answer came, judge it S seconds "
                        "after its last span (default %(default)s)")
+    serve.add_argument("--memory-limit", metavar="SIZE",
+                       help="resident memory the service stays under (e.g. 512MiB); above the limit minus the "
+                       "spike, new requests get 503 (gRPC UNAVAILABLE) and are retried; above it, the oldest "
+                       "traces are judged early (default: no limit)")
+    serve.add_argument("--memory-spike", metavar="SIZE",
+                       help="headroom below --memory-limit where refusing starts (default: a fifth of it)")
     serve.add_argument("--read-timeout", type=float, default=10.0, metavar="S",
                        help="close a connection whose request headers, or body, take longer than S seconds to "
                        "arrive (default %(default)s)")

@@ -7,6 +7,7 @@ bearer token when one is configured.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any
 
@@ -19,6 +20,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from otel_agentguard.serve.decode import BadRequest, from_request
 from otel_agentguard.serve.service import JudgeService
+
+_LARGE_REQUEST_BYTES = 256 << 10  # about 2,000 spans
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
@@ -33,7 +36,10 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             if not hmac.compare_digest(given, self._expected):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            batches = from_request(request)
+            if request.ByteSize() > _LARGE_REQUEST_BYTES:  # reading it takes a while: not on the event loop
+                batches = await asyncio.to_thread(from_request, request)
+            else:
+                batches = from_request(request)
         except BadRequest as exc:
             self._service.rejected()
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

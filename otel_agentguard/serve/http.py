@@ -11,6 +11,7 @@ one is configured, 408 for a body that does not arrive in time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 
@@ -18,11 +19,16 @@ from aiohttp import web
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from otel_agentguard.serve.decode import JSON, PROTOBUF, BadRequest, TooLarge, decompress, parse
+from otel_agentguard.serve.decode import JSON, PROTOBUF, BadRequest, TooLarge, TraceBatch, decompress, parse
 from otel_agentguard.serve.service import JudgeService
 
 TRACES_PATH = "/v1/traces"
 DEFAULT_MAX_BODY_BYTES = 16 << 20
+_LARGE_BODY_BYTES = 256 << 10  # about 2,000 spans: decoded in a thread
+
+
+def _read(body: bytes, encoding: str, content_type: str, max_body_bytes: int) -> list[TraceBatch]:
+    return parse(decompress(body, encoding, max_body_bytes), content_type)
 
 
 def _is_json(request: web.Request) -> bool:
@@ -52,8 +58,12 @@ def create_app(service: JudgeService, *, token: str | None = None,
         try:
             # aiohttp answers 413 itself beyond client_max_size
             body = await asyncio.wait_for(request.read(), body_timeout_s)
-            body = decompress(body, request.headers.get("Content-Encoding", ""), max_body_bytes)
-            batches = parse(body, request.headers.get("Content-Type", ""))
+            encoding = request.headers.get("Content-Encoding", "")
+            content_type = request.headers.get("Content-Type", "")
+            if len(body) > _LARGE_BODY_BYTES:  # reading it takes a while: not on the event loop
+                batches = await asyncio.to_thread(_read, body, encoding, content_type, max_body_bytes)
+            else:
+                batches = _read(body, encoding, content_type, max_body_bytes)
         except asyncio.TimeoutError:
             return _answer(request, 408, code_pb2.DEADLINE_EXCEEDED,
                            f"the body did not arrive within {body_timeout_s:g} s", Connection="close")
@@ -70,9 +80,12 @@ def create_app(service: JudgeService, *, token: str | None = None,
         return web.Response(status=200, body=ok_protobuf, content_type=PROTOBUF)
 
     async def health(request: web.Request) -> web.Response:
+        delivery = service.writer.delivery
         return web.json_response({"status": "ok", "queued_spans": service.queued_spans,
                                   "open_traces": service.sessions.open_traces,
-                                  "verdicts": service.verdicts_written})
+                                  "verdicts": service.verdicts_written,
+                                  "delivery": delivery.snapshot() if delivery is not None else None,
+                                  "spans": dataclasses.asdict(service.sessions.counts)})
 
     app = web.Application(client_max_size=max_body_bytes)
     app.router.add_post(TRACES_PATH, export)

@@ -18,7 +18,9 @@ and ``over_limit``, which are dropped but never silently.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import time
 from collections import deque
 from typing import Any
 
@@ -27,7 +29,8 @@ from opentelemetry import metrics
 from otel_agentguard import _internal_errors
 from otel_agentguard.judge.policy import Policy
 from otel_agentguard.serve.decode import TraceBatch
-from otel_agentguard.serve.sessions import JudgedSession, LiveSessions
+from otel_agentguard.serve.memory import MemoryLimit
+from otel_agentguard.serve.sessions import Due, JudgedSession, LiveSessions
 from otel_agentguard.serve.verdicts import VerdictWriter
 from otel_agentguard.version import __version__
 
@@ -36,6 +39,8 @@ logger = logging.getLogger(__name__)
 METRIC_SERVE_SPANS = "agentguard.serve.spans"
 OUTCOME = "outcome"
 _DEFAULT_QUEUE_SPANS = 200_000
+_LARGE_SPANS = 2_000  # a piece of work this large runs in a thread (about 20 ms or more)
+_SLICE_S = 0.02  # the worker lets the receivers in at least this often
 
 
 class JudgeService:
@@ -51,6 +56,7 @@ class JudgeService:
         retry_after_s: int = 1,
         max_traces: int = 10_000,
         meter_provider: Any = None,
+        memory: MemoryLimit | None = None,
     ):
         self.sessions = LiveSessions(
             policy, profile=profile, idle_timeout_s=idle_timeout_s, settle_s=settle_s, max_traces=max_traces)
@@ -58,6 +64,9 @@ class JudgeService:
         self.queue_spans = queue_spans
         self.retry_after_s = retry_after_s
         self.verdicts_written = 0
+        self.memory = memory
+        self._shedding = False
+        self._slice_started = time.monotonic()
         self._queue: deque[list[TraceBatch]] = deque()
         self._queued = 0
         self._draining = False
@@ -73,7 +82,10 @@ class JudgeService:
     def offer(self, batches: list[TraceBatch]) -> bool:
         """Queue a request's spans, or refuse them all (the sender retries)."""
         count = sum(batch.spans for batch in batches)
-        if self._draining or (self._queued and self._queued + count > self.queue_spans):
+        delivery = self.writer.delivery
+        if self._draining or (self._queued and self._queued + count > self.queue_spans) or \
+                (delivery is not None and delivery.crowded) or \
+                (self.memory is not None and self.memory.above_soft()):  # slow the senders down
             self._spans.add(count, {OUTCOME: "refused"})
             return False
         self._queue.append(batches)
@@ -111,31 +123,71 @@ class JudgeService:
                 pass
             self._wake.clear()
             while self._queue:
-                self._process(self._queue.popleft())
-                await asyncio.sleep(0)  # let the receivers answer between requests
+                await self._process(self._queue.popleft())
             if loop.time() >= next_sweep or self._draining:
-                self._write(self.sessions.expire())
+                await self._judge(self.sessions.expire())
                 next_sweep = loop.time() + tick
+                await self._keep_under_the_memory_limit()
             if self._draining and not self._queue:
                 return
 
-    def _process(self, batches: list[TraceBatch]) -> None:
+    async def _keep_under_the_memory_limit(self) -> None:
+        if self.memory is None or not self.memory.above_hard():
+            self._shedding = False
+            return
+        if not self._shedding:
+            logger.warning("agentguard serve: above its memory limit (%d bytes): judging the oldest traces early",
+                           self.memory.hard)
+        self._shedding = True
+        await self._judge(self.sessions.shed())
+        gc.collect()
+
+    # No request, trace or session holds the event loop for long: large pieces of work (a
+    # request's spans of one trace, the sessions of a trace) run in a thread, which the loop
+    # shares the interpreter with every few milliseconds; verdicts are made and written one
+    # by one, with a pause for the receivers every _SLICE_S. The worker is the only one that
+    # touches the sessions, so nothing changes under it while it waits.
+    async def _process(self, batches: list[TraceBatch]) -> None:
         for batch in batches:
             self._queued -= batch.spans
             try:
-                self._write(self.sessions.add(batch))
+                if batch.spans > _LARGE_SPANS:
+                    due = await asyncio.to_thread(self.sessions.add, batch)
+                else:
+                    due = self.sessions.add(batch)
             except Exception as exc:  # deliberate: one bad trace never stops the service
                 self.sessions.counts.unreadable += batch.spans
                 _internal_errors.report("serve.judge", exc)
+                continue
+            await self._judge(due)
+            await self._pause_if_due()
         self._count_drops()
 
-    def _write(self, judged: list[JudgedSession]) -> None:
-        for item in judged:
+    async def _judge(self, due: list[Due]) -> None:
+        for item in due:
             try:
-                self.writer.write(item)
-                self.verdicts_written += 1
-            except Exception as exc:  # deliberate: an exporter problem loses one verdict, logged
-                _internal_errors.report("serve.verdict", exc)
+                if item.trace.spans > _LARGE_SPANS:
+                    sessions = await asyncio.to_thread(self.sessions.recorded, item)
+                else:
+                    sessions = self.sessions.recorded(item)
+                for judged in self.sessions.verdicts(item, sessions):
+                    self._write(judged)
+                    await self._pause_if_due()
+            except Exception as exc:  # deliberate: one bad trace never stops the service
+                _internal_errors.report("serve.judge", exc)
+
+    async def _pause_if_due(self) -> None:
+        now = time.monotonic()
+        if now - self._slice_started >= _SLICE_S:
+            await asyncio.sleep(0)
+            self._slice_started = time.monotonic()
+
+    def _write(self, judged: JudgedSession) -> None:
+        try:
+            self.writer.write(judged)
+            self.verdicts_written += 1
+        except Exception as exc:  # deliberate: an exporter problem loses one verdict, logged
+            _internal_errors.report("serve.verdict", exc)
 
     def _count_drops(self) -> None:
         counts = self.sessions.counts
@@ -157,7 +209,7 @@ class JudgeService:
             self._wake.set()
             await self._worker
         while self._queue:  # never started (tests), or stopped early
-            self._process(self._queue.popleft())
-        self._write(self.sessions.close())
+            await self._process(self._queue.popleft())
+        await self._judge(self.sessions.close())
         self._count_drops()
         self.writer.flush()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from otel_agentguard.judge.fingerprints.payloads import PayloadFingerprints
@@ -65,6 +65,16 @@ class _OpenTrace:
     batches: list[TraceBatch] = field(default_factory=list)
     # What each session was last judged (session id -> its verdict), to amend only what changed.
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Due:
+    """A trace taken out of the open ones, to be judged now."""
+
+    trace_id: str
+    trace: _OpenTrace
+    reason: str  # settled, idle, shutdown, evicted
+    amending: bool  # judged before: only the sessions whose verdict changes are written
 
 
 @dataclass
@@ -115,8 +125,8 @@ class LiveSessions:
     def open_spans(self) -> int:
         return sum(trace.spans for trace in self._open.values())
 
-    def add(self, batch: TraceBatch) -> list[JudgedSession]:
-        """Buffer one trace's spans; the sessions this completes (or evicts) come back judged."""
+    def add(self, batch: TraceBatch) -> list[Due]:
+        """Buffer one trace's spans; the traces this evicts come back, taken to be judged."""
         trace_id = batch.trace_id
         trace = self._open.get(trace_id)
         if trace is None and trace_id in self._judged:
@@ -152,57 +162,71 @@ class LiveSessions:
         if batch.root_span_id:
             trace.root_span_id = batch.root_span_id
         trace.settling = trace.settling or batch.final_answer or bool(batch.session_spans) or bool(batch.root_span_id)
-        judged: list[JudgedSession] = []
+        due: list[Due] = []
         while len(self._open) > self.max_traces:
-            oldest = next(iter(self._open))
-            judged.extend(self._judge(oldest, "evicted"))
-        return judged
+            due.append(self._take(next(iter(self._open)), "evicted"))
+        return due
 
-    def expire(self) -> list[JudgedSession]:
-        """Judge every trace whose quiet period is over."""
+    def expire(self) -> list[Due]:
+        """The traces whose quiet period is over, taken to be judged."""
         now = self.clock()
-        due = [
-            trace_id for trace_id, trace in self._open.items()
+        quiet = [
+            (trace_id, "settled" if trace.settling else "idle") for trace_id, trace in self._open.items()
             if now - trace.last_seen >= (self.settle_s if trace.settling else self.idle_timeout_s)
         ]
-        judged: list[JudgedSession] = []
-        for trace_id in due:
-            trace = self._open[trace_id]
-            judged.extend(self._judge(trace_id, "settled" if trace.settling else "idle"))
+        due = [self._take(trace_id, reason) for trace_id, reason in quiet]
         self._forget(now)
-        return judged
+        return due
 
-    def close(self) -> list[JudgedSession]:
-        """Judge everything still open (shutdown)."""
-        judged: list[JudgedSession] = []
-        for trace_id in list(self._open):
-            judged.extend(self._judge(trace_id, "shutdown"))
-        return judged
+    def shed(self) -> list[Due]:
+        """Memory is short: forget the judged traces kept for amending, and take the older half
+        of the open traces to be judged now (their verdicts may miss spans still to come)."""
+        due = [self._take(trace_id, "evicted") for trace_id in list(self._open)[:(len(self._open) + 1) // 2]]
+        self._whole.clear()  # (the ones taken just now too)
+        return due
 
-    def _judge(self, trace_id: str, reason: str) -> list[JudgedSession]:
-        trace = self._open.pop(trace_id)
-        amending = bool(trace.judged_at)
-        self._remember(trace_id, trace)
+    def close(self) -> list[Due]:
+        """Every trace still open (shutdown)."""
+        return [self._take(trace_id, "shutdown") for trace_id in list(self._open)]
+
+    def judge(self, due: list[Due]) -> list[JudgedSession]:
+        """Judge taken traces at once (the service slices this work: :meth:`recorded`, :meth:`verdicts`)."""
+        return [judged for item in due for judged in self.verdicts(item, self.recorded(item))]
+
+    def recorded(self, due: Due) -> list[RecordedSession]:
+        """The sessions of a taken trace, from its spans (the bulk of judging a large trace)."""
         try:
-            sessions = trace.collector.sessions()
-            verdicts = [judge_recorded(session, self.policy, self.profile) for session in sessions]
+            sessions = due.trace.collector.sessions()
         except InputError as exc:
-            self.counts.unreadable += trace.spans
-            logger.warning("agentguard serve: trace %s not judged: %s", trace_id, exc)
+            self.counts.unreadable += due.trace.spans
+            logger.warning("agentguard serve: trace %s not judged: %s", due.trace_id, exc)
             return []
-        if not amending:
-            self.counts.judged += trace.spans  # (late spans that re-open it are counted as reopened)
+        if not due.amending:
+            self.counts.judged += due.trace.spans  # (late spans that re-open it are counted as reopened)
+        return sessions
+
+    def verdicts(self, due: Due, sessions: list[RecordedSession]) -> Iterator[JudgedSession]:
+        """Each session's verdict, one at a time; on a trace judged before, only what changed."""
+        trace = due.trace
         fallback = trace.root_span_id or trace.any_span_id
-        judged = []
-        for session, verdict in zip(sessions, verdicts, strict=True):
+        for session in sessions:
+            try:
+                verdict = judge_recorded(session, self.policy, self.profile)
+            except InputError as exc:
+                logger.warning("agentguard serve: session %s not judged: %s", session.session_id, exc)
+                continue
             before = trace.verdicts.get(session.session_id)
             trace.verdicts[session.session_id] = verdict
             if before is not None and _same(before, verdict):
                 continue  # late spans that changed nothing of this session
-            judged.append(JudgedSession(session, verdict, trace_id,
-                                        trace.session_spans.get(session.session_id, fallback),
-                                        "amended" if before is not None else reason))
-        return judged
+            yield JudgedSession(session, verdict, due.trace_id, trace.session_spans.get(session.session_id, fallback),
+                                "amended" if before is not None else due.reason)
+
+    def _take(self, trace_id: str, reason: str) -> Due:
+        trace = self._open.pop(trace_id)
+        amending = bool(trace.judged_at)
+        self._remember(trace_id, trace)
+        return Due(trace_id, trace, reason, amending)
 
     # --- judged traces: kept whole for a while, to amend ------------------------------------
 

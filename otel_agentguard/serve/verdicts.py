@@ -29,6 +29,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 from otel_agentguard import attributes as A
 from otel_agentguard.live.metrics import GuardMetrics
 from otel_agentguard.live.verdicts import VERDICT_SPAN_NAME, alert_attributes
+from otel_agentguard.serve.delivery import METRIC_SERVE_VERDICTS, DeliveringExporter, Delivery
 from otel_agentguard.serve.sessions import JudgedSession
 from otel_agentguard.version import __version__
 
@@ -75,13 +76,18 @@ def resource() -> Resource:
     return detected.merge(Resource.create({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
 
 
-def providers_from_environment() -> tuple[TracerProvider, MeterProvider]:
-    """A tracer and a meter provider exporting where the environment says (default: OTLP/HTTP)."""
+def providers_from_environment(delivery: Delivery | None = None) -> tuple[TracerProvider, MeterProvider]:
+    """A tracer and a meter provider exporting where the environment says (default: OTLP/HTTP).
+    ``delivery``: counts what becomes of each verdict (each exporter retries what failed)."""
     shared = resource()
     tracer_provider = TracerProvider(resource=shared)
     for name in _names("OTEL_TRACES_EXPORTER"):
         exporter_class = _load("opentelemetry_traces_exporter", name, "TRACES")
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter_class()))
+        if delivery is None:
+            tracer_provider.add_span_processor(BatchSpanProcessor(exporter_class()))
+        else:  # the queue holds every verdict the delivery admits: the SDK never drops one
+            tracer_provider.add_span_processor(BatchSpanProcessor(
+                DeliveringExporter(exporter_class(), delivery), max_queue_size=delivery.room + 1024))
     readers: list[MetricReader] = []
     for name in _names("OTEL_METRICS_EXPORTER"):
         exporter_class = _load("opentelemetry_metrics_exporter", name, "METRICS")
@@ -95,13 +101,22 @@ def providers_from_environment() -> tuple[TracerProvider, MeterProvider]:
 class VerdictWriter:
     """Writes each judged session as a verdict span and records the guard's metrics."""
 
-    def __init__(self, tracer_provider: TracerProvider, meter_provider: Any = None):
+    def __init__(self, tracer_provider: TracerProvider, meter_provider: Any = None, delivery: Delivery | None = None):
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._tracer = trace.get_tracer("otel_agentguard.serve", __version__, tracer_provider)
         self._metrics = GuardMetrics(meter_provider)
+        self.delivery = delivery
+        if delivery is not None:
+            from opentelemetry import metrics
+
+            delivery.counter = metrics.get_meter("otel_agentguard.serve", __version__, meter_provider).create_counter(
+                METRIC_SERVE_VERDICTS, unit="{verdict}",
+                description="Verdicts of agentguard serve by what became of them: exported, retried, dropped")
 
     def write(self, judged: JudgedSession) -> None:
+        if self.delivery is not None and not self.delivery.admit():
+            return  # no room left for it: dropped, and counted
         verdict = judged.verdict
         parent = SpanContext(
             trace_id=int(judged.trace_id, 16),
@@ -135,12 +150,23 @@ class VerdictWriter:
             self._metrics.session_ended(verdict)
 
     def flush(self, timeout_millis: int = 10_000) -> None:
+        if self.delivery is not None:  # (the SDK flushes in this thread, whatever the timeout says)
+            self.delivery.stop_retrying(after_s=timeout_millis / 1000)
         self._tracer_provider.force_flush(timeout_millis)
         if self._meter_provider is not None and hasattr(self._meter_provider, "force_flush"):
             self._meter_provider.force_flush(timeout_millis)
 
-    def shutdown(self) -> None:
+    def shutdown(self, flush_timeout_s: float = 10.0) -> None:
+        """Export what is in flight for up to ``flush_timeout_s``; what is left then is dropped,
+        counted and logged."""
         self._metrics.close()
+        if self.delivery is not None:
+            self.flush(int(flush_timeout_s * 1000))
+            self.delivery.stop_retrying()
         self._tracer_provider.shutdown()
+        if self.delivery is not None:
+            lost = self.delivery.lose_the_rest()
+            if lost:
+                logger.warning("agentguard serve: %d verdicts were not delivered before exit", lost)
         if self._meter_provider is not None and hasattr(self._meter_provider, "shutdown"):
             self._meter_provider.shutdown()

@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_agentguard.judge.policy import Policy, coerce_policy
+from otel_agentguard.serve.delivery import DeliveringExporter, Delivery
 from otel_agentguard.serve.main import ServeOptions, run
 from otel_agentguard.serve.service import JudgeService
 from otel_agentguard.serve.verdicts import VerdictWriter
@@ -79,10 +80,11 @@ def service_in_thread(policy: Policy | None = None, **options: Any) -> Iterator[
     """`agentguard serve` on an ephemeral port, on its own event loop in a thread."""
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    delivery = Delivery()  # as the service runs it: every verdict counted as it is exported
+    tracer_provider.add_span_processor(SimpleSpanProcessor(DeliveringExporter(exporter, delivery)))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    writer = VerdictWriter(tracer_provider, meter_provider)
+    writer = VerdictWriter(tracer_provider, meter_provider, delivery)
     grpc_address = options.pop("grpc_listen", None)
     serve_options = ServeOptions(listen="127.0.0.1:0", grpc_listen=grpc_address, **options)
     loop = asyncio.new_event_loop()

@@ -36,7 +36,7 @@ def _session(session_id: str, kind: str) -> list:
 def _feed(tracker: LiveSessions, spans: list) -> list:
     judged = []
     for batch in from_request(encode_spans(spans)):
-        judged.extend(tracker.add(batch))
+        judged.extend(tracker.judge(tracker.add(batch)))
     return judged
 
 
@@ -58,7 +58,7 @@ def test_root_first_and_children_in_any_order_give_the_verdict_in_order_gives(se
         now[0] += 1.5  # each request within the settle window of the one before
     assert judged == []  # never on the root alone
     now[0] += 2
-    judged = tracker.expire()
+    judged = tracker.judge(tracker.expire())
     assert [(j.verdict.session_id, j.verdict.stop_reason, j.reason) for j in judged] == \
         [(f"s-{seed}", EXPECTED[kind], "settled")]
     assert tracker.counts.late == tracker.counts.reopened == 0
@@ -71,12 +71,12 @@ def test_spans_after_the_verdict_reopen_the_trace_and_amend_what_changed():
     tracker = LiveSessions(coerce_policy(None), idle_timeout_s=30, settle_s=2, clock=lambda: now[0])
     _feed(tracker, [span for span in spans if span is not answer])  # the answer's batch was refused
     now[0] = 2.0
-    (early,) = tracker.expire()
+    (early,) = tracker.judge(tracker.expire())
     now[0] = 5.0
     assert _feed(tracker, [answer]) == []  # retried, after the verdict
     assert _feed(tracker, [answer]) == []  # and again: the same span counts once
     now[0] = 7.0
-    (amended,) = tracker.expire()
+    (amended,) = tracker.judge(tracker.expire())
     assert (early.reason, early.verdict.stop_reason) == ("settled", "abandoned")
     assert (amended.reason, amended.verdict.stop_reason) == ("amended", "completed")
     assert amended.verdict.steps == early.verdict.steps + 1
@@ -84,7 +84,7 @@ def test_spans_after_the_verdict_reopen_the_trace_and_amend_what_changed():
     now[0] = 9.0
     assert _feed(tracker, spans[:1]) == []  # a retry that changes nothing: no new verdict
     now[0] = 11.0
-    assert tracker.expire() == []
+    assert tracker.judge(tracker.expire()) == []
 
 
 def test_a_trace_judged_longer_ago_than_the_idle_timeout_counts_late_spans_as_late():
@@ -93,7 +93,7 @@ def test_a_trace_judged_longer_ago_than_the_idle_timeout_counts_late_spans_as_la
     tracker = LiveSessions(coerce_policy(None), idle_timeout_s=30, settle_s=2, clock=lambda: now[0])
     _feed(tracker, spans)
     now[0] = 2.0
-    assert len(tracker.expire()) == 1
+    assert len(tracker.judge(tracker.expire())) == 1
     now[0] = 40.0
     tracker.expire()  # forgets what it kept whole
     assert _feed(tracker, spans[:2]) == []

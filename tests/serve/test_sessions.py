@@ -26,10 +26,10 @@ def test_beyond_max_traces_the_least_recently_fed_is_judged_not_dropped():
     tracker = LiveSessions(coerce_policy(None), max_traces=3, idle_timeout_s=3600, settle_s=3600)
     judged = []
     for batch in from_request(encode_spans(_open_sessions(5))):
-        judged.extend(tracker.add(batch))
+        judged.extend(tracker.judge(tracker.add(batch)))
     assert tracker.open_traces == 3
     assert [(j.reason, j.verdict.stop_reason) for j in judged] == [("evicted", "tool_loop")] * 2
-    rest = tracker.close()
+    rest = tracker.judge(tracker.close())
     assert [j.reason for j in rest] == ["shutdown"] * 3
     assert tracker.counts.judged == 5 * 13
 
@@ -47,7 +47,7 @@ def test_quiet_traces_fall_due_after_settle_or_idle():
     (batch,) = from_request(encode_spans(_open_sessions(1)))
     tracker.add(batch)  # a final answer arrived: settles in 2 s
     now[0] = 1.9
-    assert tracker.expire() == []
+    assert tracker.judge(tracker.expire()) == []
     now[0] = 2.0
-    (judged,) = tracker.expire()
+    (judged,) = tracker.judge(tracker.expire())
     assert judged.reason == "settled" and judged.verdict.stop_reason == "tool_loop"
