@@ -107,7 +107,8 @@ class session:  # noqa: N801 - used like a function: ``with ag.session(...)``
                         self.verdict = verdict
                 if not processors and span.is_recording():
                     warn_once("session:no-guard", "otel_agentguard: ag.session %r is traced but not judged "
-                              "(its verdict stays None): no guard is installed; call otel_agentguard.install()",
+                              "(its verdict stays None): no guard is installed (under opentelemetry-instrument, an "
+                              "earlier line says why; in code, call otel_agentguard.install())",
                               self.session_id)
         except Exception as failure:  # deliberate: ending a session never raises into the agent
             _internal_errors.report("session.exit", failure)

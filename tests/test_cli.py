@@ -288,8 +288,12 @@ def test_demo_keeps_its_trace_and_the_replay_command_it_prints_works(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "my demo").iterdir()) == ["policy.toml", "trace.jsonl"]
     command = done.stdout.rstrip().splitlines()[-1].strip()
-    assert command == "agentguard replay 'my demo/trace.jsonl' --policy 'my demo/policy.toml'"
-    again = _subprocess(str(AGENTGUARD_SCRIPT), *shlex.split(command)[1:], cwd=tmp_path)
+    assert command.endswith("agentguard replay 'my demo/trace.jsonl' --policy 'my demo/policy.toml'")
+    # It works pasted into the user's shell, where the virtual environment is not activated.
+    bin_dir = str(AGENTGUARD_SCRIPT.parent)
+    shell_path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_dir)
+    again = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env={**os.environ, "PATH": shell_path})
     assert again.returncode == 0, again.stderr
     assert "stop_reason: tool_loop" in again.stdout and "stop_reason: fake_completion" in again.stdout
     # A second run replaces the trace instead of appending to it: still three sessions.
@@ -634,3 +638,52 @@ def test_check_of_unlabelled_sessions_stays_an_error_with_allow_empty(capsys):
     assert code in (0, 1)  # the bundled suite is labelled: it runs
     path = DATA / "wrong_label_suite.yaml"
     assert path.exists()
+
+
+# --- what a newcomer meets first ---------------------------------------------------------------
+
+
+def test_no_arguments_print_the_help():
+    done = _subprocess(str(AGENTGUARD_SCRIPT))
+    assert done.returncode == 0 and "usage: agentguard" in done.stdout
+    assert all(command in done.stdout for command in ("replay", "check", "examples", "serve"))
+
+
+@pytest.mark.parametrize(("argv", "usage"), [
+    (["--bogus"], "usage: agentguard [-h]"),
+    (["replay", "--bogus"], "usage: agentguard replay"),
+    (["replay", "--bogus", "x.jsonl"], "usage: agentguard replay"),
+    (["check", "--nope=1", "a.yaml"], "usage: agentguard check"),
+])
+def test_a_bad_flag_is_named_in_the_usage_of_its_command(argv, usage):
+    done = _subprocess(str(AGENTGUARD_SCRIPT), *argv)
+    flag = argv[1].split("=")[0] if argv[0] != "--bogus" else "--bogus"
+    assert done.returncode == 2
+    assert usage in done.stderr and f"unrecognized argument: {flag}" in done.stderr, done.stderr
+
+
+def test_examples_are_written_where_asked_and_never_over_a_file(tmp_path, capsys):
+    code, out, _ = _run(capsys, "examples", str(tmp_path / "ex"))
+    assert code == 0
+    written = sorted(p.name for p in (tmp_path / "ex").iterdir())
+    assert written == ["more_shapes.yaml", "policy.toml", "support_sessions.yaml"]
+    assert out.split() == [str(tmp_path / "ex" / name) for name in ("policy.toml", "support_sessions.yaml",
+                                                                   "more_shapes.yaml")]
+    code, _, err = _run(capsys, "examples", str(tmp_path / "ex"))
+    assert code == 2 and "exists already (--force overwrites it)" in err
+    assert _run(capsys, "examples", str(tmp_path / "ex"), "--force")[0] == 0
+    code, out, _ = _run(capsys, "examples", "--list")
+    assert code == 0 and "support_sessions.yaml" in out and "regression suite" in out
+    # and what they are for works on them
+    assert _run(capsys, "check", str(tmp_path / "ex" / "support_sessions.yaml"))[0] == 0
+
+
+def test_counts_agree_with_their_nouns(tmp_path, capsys):
+    suite = tmp_path / "one.json"
+    suite.write_text(json.dumps({"sessions": [{"id": "only", "expect": "pass", "steps": [
+        {"tool": "get_order", "args": {"order": "A1"}, "result": "paid"}, {"answer": "Your order A1 has the status paid."}]}]}))
+    code, out, err = _run(capsys, "check", str(suite))
+    assert code == 0, err
+    assert "1 labelled session, 0 misses" in out
+    code, out, _ = _run(capsys, "replay", str(suite))
+    assert "1 session, 0 stalled" in out

@@ -1,6 +1,6 @@
 """Every code block in README.md and docs/ runs, so a pasted example works.
 
-The convention (docs/README.md, "Code blocks") is:
+The convention (CONTRIBUTING.md, "Code blocks in the documentation") is:
 
 * a ```python block runs as a script in a sandbox folder and must exit 0;
 * a ```toml block must be a policy the parser accepts;
@@ -146,11 +146,19 @@ def sandbox_env(server: ScriptedModelServer) -> dict[str, str]:
     return env
 
 
+# The pages a newcomer starts from run as pasted into an empty folder: no example file copied in,
+# no OpenTelemetry variable set but what the page exports, no fingerprint key.
+NEWCOMER_PAGES = {"README.md", "docs/getting-started.md"}
+
+
 def run_page(page: Path, folder: Path, server: ScriptedModelServer) -> int:
     """Run every runnable block of the page in order; returns how many ran. Fails on the first error."""
-    for name in ("policy.toml", "support_sessions.yaml", "more_shapes.yaml"):
-        shutil.copyfile(EXAMPLES / name, folder / name)
     env = sandbox_env(server)
+    if page.is_relative_to(ROOT) and str(page.relative_to(ROOT)) in NEWCOMER_PAGES:
+        env = {key: value for key, value in env.items() if not key.startswith("OTEL_")}
+    else:
+        for name in ("policy.toml", "support_sessions.yaml", "more_shapes.yaml"):
+            shutil.copyfile(EXAMPLES / name, folder / name)
     ran = 0
     for block in blocks_of(page):
         if block.marker == "skip":

@@ -122,7 +122,8 @@ def run(out: str) -> int:
                 for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
     print(f"  {spans} spans written as OTLP JSON lines to {trace_file}\n")
 
-    command = f"agentguard replay {shlex.quote(str(trace_file))} --policy {shlex.quote(str(policy_file))}"
+    command = (f"{_agentguard()} replay {shlex.quote(_shown(trace_file))} "
+               f"--policy {shlex.quote(_shown(policy_file))}")
     print(f"== 2. {command} ==\n")
     judged = [(s, judge_recorded(s, policy)) for s in read_files([trace_file], policy)]
     print(render.replay_table(judged))
@@ -144,6 +145,26 @@ def run(out: str) -> int:
     print(render.check_table(outcomes, unlabelled))
     print(f"\nThe trace is kept in {trace_file.parent}/. Judge it again, or with your own policy:\n\n  {command}")
     return 0 if agree and all(outcome.ok for outcome in outcomes) else 1
+
+
+def _agentguard() -> str:
+    """How to run ``agentguard`` from the user's shell: its name where PATH finds this one,
+    else its path (a virtual environment that is not activated: ``.venv/bin/agentguard``)."""
+    here = Path(sys.executable).parent / "agentguard"
+    found = shutil.which("agentguard")
+    if found and Path(found).resolve() == here.resolve():
+        return "agentguard"
+    if here.exists():
+        return shlex.quote(_shown(here))
+    return f"{shlex.quote(sys.executable)} -m otel_agentguard"
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the current folder when inside it."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from importlib.metadata import entry_points
 from opentelemetry import trace
 
 from otel_agentguard import _internal_errors
+from otel_agentguard.environment_variables import OTEL_AGENTGUARD_POLICY
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,9 @@ def attach() -> None:
             return
         install()
     except ValueError as exc:  # PolicyError, a bad mode, no SDK provider: the message says which
-        logger.error("otel_agentguard is not active: %s", exc)
+        hint = (f" (fix {OTEL_AGENTGUARD_POLICY}, or unset it for the built-in defaults)"
+                if os.environ.get(OTEL_AGENTGUARD_POLICY) else "")
+        logger.error("otel_agentguard is not active: %s%s", exc, hint)
     except Exception as exc:  # deliberate: never take the application down
         _internal_errors.report("auto.attach", exc)
 

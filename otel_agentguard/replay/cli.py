@@ -21,11 +21,12 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KEY
 from otel_agentguard.judge.claims import classifier_everywhere
@@ -184,6 +185,32 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+EXAMPLE_FILES = {
+    "policy.toml": "a policy: tool effects, thresholds, budgets (the one the two suites name)",
+    "support_sessions.yaml": "four support-agent sessions, labelled: a regression suite for `agentguard check`",
+    "more_shapes.yaml": "more stall shapes, and look-alikes that must pass",
+}
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, about in EXAMPLE_FILES.items():
+            print(f"{name:<22} {about}")
+        return 0
+    target = Path(args.directory)
+    existing = [target / name for name in EXAMPLE_FILES if (target / name).exists()]
+    if existing and not args.force:
+        raise UsageError(f"{existing[0]} exists already (--force overwrites it)")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in EXAMPLE_FILES:
+            shutil.copyfile(EXAMPLES / name, target / name)
+            print(target / name)
+    except OSError as exc:
+        raise UsageError(f"cannot write the examples into {target}: {exc.strerror or exc}") from None
+    return 0
+
+
 def cmd_claims(args: argparse.Namespace) -> int:
     from otel_agentguard.replay.claims_report import explain_json, explain_table
 
@@ -250,11 +277,38 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "claims": cmd_claims,
     "demo": cmd_demo,
     "serve": cmd_serve,
+    "examples": cmd_examples,
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a flag nobody knows is named even when a required argument is
+    missing too (argparse reports the missing one first), in the usage of the command it was
+    given to."""
+
+    argv: Sequence[str] = ()
+    subcommands: dict[str, argparse.ArgumentParser] = {}
+
+    def error(self, message: str) -> NoReturn:
+        if "required" in message:
+            unknown = [token.split("=", 1)[0] for token in self.argv
+                       if token.startswith("-") and token != "-" and not _is_number(token)
+                       and token.split("=", 1)[0] not in self._option_string_actions]
+            if unknown:
+                message = f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}"
+        super().error(message)
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def build_parser() -> _Parser:
+    parser = _Parser(
         prog="agentguard", description="Replay recorded agent sessions through the otel_agentguard stall judge."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -315,16 +369,32 @@ def build_parser() -> argparse.ArgumentParser:
                         "else the built-in defaults)")
     claims.add_argument("--format", choices=("table", "json"), default="table")
     claims.add_argument("--compact", action="store_true", help="one-line JSON")
+    examples = commands.add_parser(
+        "examples", help="write the bundled example files (a policy, two labelled suites) into a folder",
+        description="write the bundled example files into DIR (default: the current folder), to replay, check "
+        "and edit: " + "; ".join(f"{name}: {about}" for name, about in EXAMPLE_FILES.items()))
+    examples.add_argument("directory", nargs="?", default=".", metavar="DIR")
+    examples.add_argument("--force", action="store_true", help="overwrite files of the same name")
+    examples.add_argument("--list", action="store_true", help="name the files and what each is, write nothing")
     demo = add("demo", "run a small real agent under opentelemetry-instrument, replay its trace, check the suite", None)
     from otel_agentguard.demo.__main__ import add_arguments as add_demo_arguments
 
     add_demo_arguments(demo)
+    parser.subcommands = dict(commands.choices)
     return parser
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        parser.print_help()
+        return 0
+    _Parser.argv = argv
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said in the usage of the command they were given to
+        parser.subcommands.get(args.command, parser).error(
+            f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}")
     if not os.environ.get(OTEL_AGENTGUARD_FINGERPRINT_KEY):
         # Raw arguments in input files are fingerprinted within this run only:
         # a fresh key is right, and not worth a warning.

@@ -109,8 +109,8 @@ def _load_key() -> bytes:
                 _key = _derive_key(secret.encode("utf-8"))
             else:
                 logger.warning(
-                    "%s is not set: fingerprints use a random per-process key and do not "
-                    "correlate across processes or restarts",
+                    "%s is not set: fine for one process; to compare fingerprints across processes "
+                    "or restarts, set it to the same secret everywhere (e.g. openssl rand -hex 32)",
                     OTEL_AGENTGUARD_FINGERPRINT_KEY,
                 )
                 _key = _derive_key(os.urandom(32))
