@@ -135,6 +135,9 @@ KEYS: tuple[Key, ...] = (
         "Tool steps in a row that bring no new state fingerprint before `no_progress` fires."),
     Key(PROFILE_SECTION, "error_streak", "threshold", 4,
         "Tool results in a row that failed or came back empty before `error_streak` fires."),
+    Key(PROFILE_SECTION, "handoff_bounces", "positive_int", 3,
+        "Times control comes back between the same two agents, with no write tool succeeding in between, "
+        "before `handoff_loop` fires (A to B and back is one)."),
     Key(PROFILE_SECTION, "max_steps", "positive_int", 12,
         "Budget of steps: tool calls plus the final answer."),
     Key(PROFILE_SECTION, "max_tokens", "positive_int", 4000,
@@ -219,6 +222,7 @@ class Profile:
     repeat_threshold: int = _default(PROFILE_SECTION, "repeat_threshold")
     no_progress_steps: int = _default(PROFILE_SECTION, "no_progress_steps")
     error_streak: int = _default(PROFILE_SECTION, "error_streak")
+    handoff_bounces: int = _default(PROFILE_SECTION, "handoff_bounces")
     max_steps: int = _default(PROFILE_SECTION, "max_steps")
     max_tokens: int = _default(PROFILE_SECTION, "max_tokens")
     max_cost_usd: float | None = _default(PROFILE_SECTION, "max_cost_usd")
@@ -252,6 +256,7 @@ DEFAULT_LADDER: dict[str, tuple[str, ...]] = {
     "budget_exceeded": ("stop",),
     "fake_completion": ("stop",),
     "output_repetition": ("stop",),
+    "handoff_loop": ("stop",),
 }
 _TOOL_KEYS = tuple(keys_in(TOOL_SECTION))
 _CLAIMS_KEYS = tuple(keys_in("claims"))  # beside the [claims.<lang>] tables

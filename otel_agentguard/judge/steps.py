@@ -71,6 +71,7 @@ class Step:
     label: str | None = None  # a human step id from a trajectory file ("s03")
     output_repetition: RepetitionSummary | None = None  # model steps: how the answer repeats itself
     claims_checked: bool = True  # a final answer: False when no rule could read it (its language)
+    agent: str | None = None  # the agent whose step it is (gen_ai.agent.name, its own or its agent span's)
 
     @property
     def tokens(self) -> int:
@@ -140,8 +141,13 @@ def step_from_attributes(
     """The step a span's attributes describe. ``payloads``: where raw tool arguments and
     results are fingerprinted (a live guard remembers the texts it saw)."""
     if kind == TOOL:
-        return _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error, payloads)
-    return _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
+        step = _tool_step(attrs, session_id, sequence, policy, span_name, start_ns, end_ns, status_error, payloads)
+    else:
+        step = _model_step(attrs, session_id, sequence, policy, start_ns, end_ns)
+    agent = attrs.get(A.GEN_AI_AGENT_NAME)
+    if type(agent) is str and agent:
+        step.agent = agent
+    return step
 
 
 def _tool_step(

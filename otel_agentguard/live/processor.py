@@ -77,6 +77,7 @@ logger = logging.getLogger(__name__)
 
 MODES = ("observe", "enforce")
 _MAX_LATE_TRACES = 10_000
+_MAX_AGENT_SPANS = 100_000
 # Attributes that make a span more than "a span inside a session, perhaps".
 _MARKERS = frozenset((*STEP_KIND_ATTRIBUTES, *SESSION_ATTRIBUTES, A.NESTED_STEP, A.VERDICT))
 
@@ -130,6 +131,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         self._duplicates = DuplicateSpans()
         # Traces whose run a late-marked step put in a named session: it ends with the trace's root.
         self._late_traces: dict[int, str] = {}
+        # Open spans whose agent is known (gen_ai.agent.name, theirs or an enclosing span's).
+        self._agents: dict[int, str] = {}
         self._shut_down = False
         _registry.register(self)
         _start_afresh_in_forked_children(self)
@@ -165,8 +168,11 @@ class AgentGuardSpanProcessor(SpanProcessor):
             if type(attrs) is not dict:
                 attrs = span_attributes(span)
             if not _MARKERS.isdisjoint(attrs):
+                self._note_agent(span, attrs)
                 self._start_marked(span, attrs, parent_context)
                 return
+            if self._agents:
+                self._note_agent(span, attrs)
             # Neither a step nor naming a session: it joins the context's session, if any.
             if parent_context is None:
                 parent_context = current_context()
@@ -195,6 +201,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 self._late_marked_span_ended(span, attrs)
             elif _local_root(span):
                 self._trace_ended(span)
+            if self._agents:
+                context = span.get_span_context()
+                if context is not None:
+                    self._agents.pop(context.span_id, None)
         except Exception as exc:  # deliberate: never raise into the user's span.end()
             _internal_errors.report("processor.on_end", exc)
 
@@ -318,9 +328,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
                 sequence = session.sequence.next()
             try:
                 attrs = _with_events(span, attrs, kind)
-                step = step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name,
-                                            span.start_time or 0, span.end_time or 0,
-                                            span.status.status_code is StatusCode.ERROR, sessions.payloads)
+                step = self._step(span, attrs, kind, session_id, sequence)
             except Exception as exc:  # deliberate: lose this step, not the ones after it
                 _internal_errors.report("processor.step", exc)
                 sessions.skip(session, sequence)
@@ -428,10 +436,27 @@ class AgentGuardSpanProcessor(SpanProcessor):
         return self._sessions.end_lone_call(session_id, stored, step, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
-        return step_from_attributes(_with_events(span, attrs, kind), kind, session_id, sequence, self.policy,
+        step = step_from_attributes(_with_events(span, attrs, kind), kind, session_id, sequence, self.policy,
                                     span.name, span.start_time or 0,
                                     span.end_time or 0, span.status.status_code is StatusCode.ERROR,
                                     self._sessions.payloads)
+        if step.agent is None and self._agents:  # the agent of the agent span around it
+            context = span.get_span_context()
+            step.agent = self._agents.get(context.span_id) if context is not None else None
+        return step
+
+    def _note_agent(self, span: Span, attrs: Any) -> None:
+        """Remember the agent of a span that starts: its own ``gen_ai.agent.name``, else its
+        parent's (only while agent spans are open: most applications have none)."""
+        agent = attrs.get(A.GEN_AI_AGENT_NAME)
+        if type(agent) is not str:
+            parent = span.parent
+            agent = self._agents.get(parent.span_id) if parent is not None and self._agents else None
+        if agent is not None and (context := span.get_span_context()) is not None:
+            agents = self._agents
+            agents[context.span_id] = agent
+            if len(agents) > _MAX_AGENT_SPANS:
+                del agents[next(iter(agents))]
 
     # --- what sessions, wrappers and operators ask ------------------------------------------
     def end_session(self, span: Span, *, error: bool = False) -> Verdict | None:

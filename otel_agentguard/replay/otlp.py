@@ -111,7 +111,7 @@ def decode_attributes(items: Iterable[Mapping[str, Any]] | None) -> dict[str, An
 READ_KEYS = frozenset({
     A.GEN_AI_OPERATION_NAME, A.SESSION_ID, A.GEN_AI_CONVERSATION_ID, A.SESSION_ID_SEMCONV, A.TRACELOOP_SESSION_ID,
     A.VERDICT, A.NESTED_STEP, A.SEQUENCE, A.STOP_REASON, A.ENFORCED, A.PROFILE, A.TASK_TYPE, A.ERROR_TYPE,
-    "traceloop.span.kind", "openinference.span.kind", "llm.request.type", "ai.operationId",
+    A.GEN_AI_AGENT_NAME, "traceloop.span.kind", "openinference.span.kind", "llm.request.type", "ai.operationId",
     # tool steps
     A.GEN_AI_TOOL_NAME, "traceloop.entity.name", "tool.name", "ai.toolCall.name", A.GEN_AI_TOOL_CALL_ID,
     A.TOOL_ARGS_FINGERPRINT, A.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input", "input.value",
@@ -240,6 +240,7 @@ class OTLPCollector:
         self._policy = policy
         self._payloads = payloads if payloads is not None else PayloadFingerprints()
         self._candidates: list[_Candidate] = []
+        self._step_agents: dict[str, str] = {}  # step span id -> the agent of the span around it
         self._forget_spans()
 
     def _forget_spans(self) -> None:
@@ -252,6 +253,7 @@ class OTLPCollector:
         self._runs: dict[str, RecordedSession] = {}  # session span id -> the run it delimits
         self._agents: dict[str, str | None] = {}  # invoke_agent span id -> the session it names, if any
         self._steps_by_span: dict[str, _Candidate] = {}
+        self._agent_names: dict[str, str] = {}  # span id -> its gen_ai.agent.name (agent spans, mostly)
 
     def add_document(self, document: Mapping[str, Any], path: str, line: int) -> None:
         for r, resource_spans in enumerate(_members(document, "resourceSpans", "", path, line)):
@@ -346,6 +348,9 @@ class OTLPCollector:
                 self._runs[span_id] = run
         if attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT:
             self._agents[span_id] = session_id
+        agent = attrs.get(A.GEN_AI_AGENT_NAME)
+        if type(agent) is str and agent:
+            self._agent_names[span_id] = agent
         if kind is not None:
             candidate = _Candidate(
                 kind, attrs, name, trace_id, span_id, parent_id, start_ns, end_ns, error, path, line, session_id,
@@ -428,6 +433,8 @@ class OTLPCollector:
             if parent is not None and nested_step(candidate.kind, candidate.attrs, parent.kind, parent.attrs):
                 continue  # the same step seen twice (e.g. an MCP server's span under the client's call)
             session_id, run = self._resolve(candidate)
+            if self._agent_names and A.GEN_AI_AGENT_NAME not in candidate.attrs:
+                self._note_step_agent(candidate)
             members = by_session.get(session_id)
             if members is None:
                 members = by_session[session_id] = []
@@ -462,6 +469,7 @@ class OTLPCollector:
                 if run is None and step.final:
                     spanless = None  # without a session span, a final answer ends the run
         result.sort(key=lambda s: (s.start_ns or (s.steps[0].start_ns if s.steps else 0), s.session_id))
+        self._step_agents = {}
         return result
 
     def _with_derived(
@@ -482,7 +490,25 @@ class OTLPCollector:
                 first.path, f"unreadable tool call in session {session_id!r} ({type(exc).__name__}: {exc})", first.line
             ) from None
 
+    def _note_step_agent(self, candidate: _Candidate) -> None:
+        """The agent of the nearest span around a step that names one."""
+        span_id, parents, names = candidate.parent_id, self._parents, self._agent_names
+        for _ in range(_MAX_PARENT_HOPS):
+            if not span_id:
+                return
+            agent = names.get(span_id)
+            if agent is not None:
+                self._step_agents[candidate.span_id] = agent
+                return
+            span_id = parents.get(span_id, "")
+
     def _step(self, candidate: _Candidate, sequence: int, session_id: str) -> Step:
+        step = self._read_step(candidate, sequence, session_id)
+        if step.agent is None and self._step_agents:
+            step.agent = self._step_agents.get(candidate.span_id)
+        return step
+
+    def _read_step(self, candidate: _Candidate, sequence: int, session_id: str) -> Step:
         try:
             return step_from_attributes(
                 candidate.attrs,

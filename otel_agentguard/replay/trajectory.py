@@ -36,7 +36,7 @@ from otel_agentguard.replay.recorded import Expectation, RecordedSession
 _SESSION_KEYS = ("id", "title", "profile", "task_type", "expect", "steps", "error", "interrupt")
 _STEP_KEYS = (
     "id", "seq", "tool", "args", "result", "error", "effect", "tokens", "input_tokens", "output_tokens",
-    "model", "answer", "claims", "tool_calls", "cost_usd", "duration_s",
+    "model", "answer", "claims", "tool_calls", "cost_usd", "duration_s", "agent",
 )
 _BASE_NS = 1_000_000_000  # synthetic clock: a session starts at t=1s
 
@@ -108,8 +108,11 @@ def _step(
     input_tokens = int(_number(raw, "input_tokens", path, where, 0, _ranges.COUNT))
     output_tokens = int(_number(raw, "output_tokens", path, where, tokens, _ranges.COUNT))
     cost = raw.get("cost_usd")
+    agent = raw.get("agent")
+    if agent is not None and not (isinstance(agent, str) and agent):
+        raise _error(path, raw, f"{where}.agent: expected the agent's name, got {agent!r}")
     common: dict[str, Any] = dict(
-        session_id=session_id, sequence=sequence, start_ns=start, end_ns=end, label=label,
+        session_id=session_id, sequence=sequence, start_ns=start, end_ns=end, label=label, agent=agent,
         input_tokens=input_tokens, output_tokens=output_tokens,
         cost_usd=float(_number(raw, "cost_usd", path, where, 0.0, _ranges.USD)) if cost is not None else None,
     )

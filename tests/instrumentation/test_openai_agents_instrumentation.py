@@ -45,6 +45,7 @@ from otel_agentguard.instrumentation._model_call import ModelCall, ModelResult
 from otel_agentguard.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from otel_agentguard.judge.policy import parse_policy
 from otel_agentguard.live.registry import active_policy
+from otel_agentguard.replay.runner import replay_files
 from otel_agentguard.scripted_model import ScriptedModelServer, Turn, turns
 from otel_agentguard.testing import GuardedTracing
 
@@ -411,6 +412,46 @@ def test_steps_carry_the_agent_that_made_them_across_a_handoff(tracing):
         (f"chat {MODEL}", "triage"), (f"chat {MODEL}", "billing"), ("execute_tool lookup", "billing"),
         (f"chat {MODEL}", "billing"),
     ]
+
+
+def test_agents_handing_control_back_and_forth_are_a_handoff_loop_live_and_on_replay(tracing, tmp_path):
+    """Triage hands to billing, billing hands back, four times, no write tool: then "Please
+    contact support." No tool repeats; the bouncing is the stall."""
+    script = turns(*[Turn.call("transfer_to_billing"), Turn.call("transfer_to_triage")] * 2,
+                   Turn.answer("Please contact support."))
+    with ScriptedModelServer(script) as server:
+        billing = make_agent(server, tools=())
+        triage = make_agent(server, tools=())
+        billing.name, triage.name = "billing", "triage"
+        triage.handoffs, billing.handoffs = [billing], [triage]
+        Runner.run_sync(triage, "I want a refund for order A1.", run_config=RunConfig(group_id="bounce"))
+    session = tracing.session_span("bounce")
+    assert session.attributes[A.STOP_REASON] == A.HANDOFF_LOOP
+    (alert,) = [e for e in session.events if e.name == A.STALL_EVENT]
+    assert alert.attributes[A.PROBE] == A.HANDOFF_LOOP
+    assert "between billing and triage 4 times" in alert.attributes[A.DETAIL]
+    models = sorted(by_operation(tracing, "chat"), key=lambda s: s.attributes[A.SEQUENCE])
+    hops = [s.attributes[A.SEQUENCE] for s in models[1:]]  # each model call after the first is another agent's
+    assert list(alert.attributes[A.EVIDENCE]) == hops[:4]
+    # the same judge on the recorded trace
+    recording = tmp_path / "trace.jsonl"
+    recording.write_text(json.dumps(encode_request([s for s in tracing.spans()
+                                                   if not s.attributes.get(A.VERDICT)])) + "\n")
+    (replayed,) = [verdict for _, verdict in replay_files([recording], POLICY)]
+    assert replayed.stop_reason == A.HANDOFF_LOOP
+    assert [(a.probe, list(a.evidence)) for a in replayed.alerts] == [(A.HANDOFF_LOOP, hops[:4])]
+
+
+def test_a_write_between_the_handoffs_is_work_not_a_loop(tracing):
+    script = turns(Turn.call("transfer_to_billing"), Turn.call("transfer_to_triage"), Turn.call("refund", order="A1", amount=5.0),
+                   Turn.call("transfer_to_billing"), Turn.call("transfer_to_triage"), Turn.answer("Refunded."))
+    with ScriptedModelServer(script) as server:
+        billing = make_agent(server, tools=())
+        triage = make_agent(server, tools=(refund,))
+        billing.name, triage.name = "billing", "triage"
+        triage.handoffs, billing.handoffs = [billing], [triage]
+        Runner.run_sync(triage, "I want a refund for order A1.", run_config=RunConfig(group_id="work"))
+    assert tracing.session_span("work").attributes[A.STOP_REASON] == A.COMPLETED
 
 
 def test_a_tripped_guardrail_ends_the_session_as_error(tracing):

@@ -41,7 +41,8 @@ TOOL_LOOP_FIRED = 1 << 2
 CYCLE_FIRED = 1 << 3
 NO_PROGRESS_FIRED = 1 << 4
 ERROR_STREAK_FIRED = 1 << 5
-BUDGET_FIRED_SHIFT = 6
+HANDOFF_LOOP_FIRED = 1 << 6
+BUDGET_FIRED_SHIFT = 7
 
 LONGEST_CYCLE = 4  # the longest block of calls ``cycle`` looks for
 
@@ -54,6 +55,7 @@ class SessionTotals:
         "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
         "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names",
         "states_seen", "no_progress_run", "error_run", "error_failures", "answers", "unchecked_answers",
+        "agents", "hops",
     )
 
     def __init__(self, start_ns: int = 0):
@@ -80,6 +82,10 @@ class SessionTotals:
         self.no_progress_run: array[int] | None = None  # no_progress: sequences of the current run
         self.error_run: array[int] | None = None  # error_streak: sequences of the current streak
         self.error_failures = 0  # error_streak: how many in the streak failed (vs came back empty)
+        # handoff_loop: the agent in control and the one before it, and the sequence numbers of
+        # the hops between those two since the last write tool succeeded.
+        self.agents: tuple[str | None, str | None] = (None, None)
+        self.hops: list[int] | None = None
 
     def remember_call(self, step: Step, keep: int) -> None:
         """A tool step, in sequence order: the last ``keep`` calls stay (the probes' windows)."""
@@ -149,11 +155,13 @@ def all_probes() -> tuple[ProbeFactory, ...]:
         from otel_agentguard.judge.probes.cycle import Cycle
         from otel_agentguard.judge.probes.error_streak import ErrorStreak
         from otel_agentguard.judge.probes.fake_completion import FakeCompletion
+        from otel_agentguard.judge.probes.handoff_loop import HandoffLoop
         from otel_agentguard.judge.probes.no_progress import NoProgress
         from otel_agentguard.judge.probes.output_repetition import OutputRepetition
         from otel_agentguard.judge.probes.tool_loop import ToolLoop
 
-        _ALL_PROBES = (FakeCompletion, OutputRepetition, ToolLoop, Cycle, NoProgress, ErrorStreak, BudgetExceeded)
+        _ALL_PROBES = (FakeCompletion, OutputRepetition, ToolLoop, Cycle, NoProgress, ErrorStreak, HandoffLoop,
+                       BudgetExceeded)
     return _ALL_PROBES
 
 
