@@ -20,8 +20,9 @@ FRAMEWORKS_VENV ?= .venv-frameworks
 test: $(VENV)/.installed-test $(FOREIGN_VENV)/.installed $(FRAMEWORKS_VENV)/.installed
 	$(BIN)/ruff check otel_agentguard tests bench
 	$(BIN)/mypy
-	@bash scripts/install-prometheus.sh || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
+	@bash scripts/apt-install.sh prometheus promtool prometheus || echo "promtool/prometheus unavailable (needs root for apt-get): their tests will skip"
 	@bash scripts/install-js-tests.sh || echo "npm ci failed: the Node.js client tests will skip"
+	@bash scripts/apt-install.sh chromium chromium || echo "chromium unavailable (needs root for apt-get): the browser test of the HTML page will skip"
 	AGENTGUARD_TEST_FOREIGN_PYTHON=$(FOREIGN_VENV)/bin/python \
 	AGENTGUARD_TEST_FRAMEWORKS_PYTHON=$(FRAMEWORKS_VENV)/bin/python $(BIN)/python -m pytest -n auto
 

@@ -32,8 +32,10 @@ from otel_agentguard.environment_variables import OTEL_AGENTGUARD_FINGERPRINT_KE
 from otel_agentguard.judge.claims import classifier_everywhere
 from otel_agentguard.judge.fingerprints.canonical import set_fingerprint_key
 from otel_agentguard.judge.policy import Policy, PolicyError, coerce_policy, load_policy
+from otel_agentguard.judge.session_judge import Verdict
 from otel_agentguard.replay import render
 from otel_agentguard.replay.errors import InputError
+from otel_agentguard.replay.recorded import RecordedSession
 from otel_agentguard.replay.runner import judge_recorded
 from otel_agentguard.replay.sources import find_policy_reference, read_files
 from otel_agentguard.version import __version__
@@ -159,8 +161,23 @@ def _emit(args: argparse.Namespace, as_json: object, as_table: Callable[[], str]
         print(as_table())
 
 
+def _write_html(args: argparse.Namespace, policy: Policy, judged: list[tuple[RecordedSession, Verdict]]) -> None:
+    if not args.html:
+        return
+    from otel_agentguard.replay.html import render_page
+
+    try:
+        Path(args.html).write_text(render_page(judged, policy, title=f"agentguard {args.command}: "
+                                               + ", ".join(Path(f).name for f in args.files[:3])),
+                                   encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html: cannot write {args.html}: {exc.strerror or exc}") from None
+    print(f"agentguard: the page of {render.counted(len(judged), 'session')} is in {args.html}", file=sys.stderr)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     policy, judged = _judge_all(args)
+    _write_html(args, policy, judged)
     compared = None
     if args.compare_profile:
         _check_profile(policy, args.compare_profile, "--compare-profile")
@@ -179,7 +196,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _, judged = _judge_all(args)
+    policy, judged = _judge_all(args)
+    _write_html(args, policy, judged)
     verdicts = [verdict for _, verdict in judged]
     _emit(args, render.report_json(verdicts), lambda: render.report_table(verdicts))
     return 0
@@ -330,11 +348,15 @@ def build_parser() -> _Parser:
     replay = add("replay", "judge every session in the files and print the verdicts", inputs)
     replay.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     replay.add_argument("--compare-profile", metavar="NAME", help="also judge under NAME, side by side")
+    html_help = ("also write one self-contained HTML page of the sessions (timeline, alerts and their "
+                 "evidence, budgets; names and fingerprints only) to OUT.html")
+    replay.add_argument("--html", metavar="OUT.html", help=html_help)
     check = add("check", "run a regression suite of labelled sessions; exit 1 on any miss",
                 "trajectory files whose sessions carry 'expect:' labels")
     check.add_argument("--profile", metavar="NAME", help="judge every session under this profile")
     report = add("report", "stop_reason distribution and steps/tokens percentiles", inputs)
     report.set_defaults(profile=None)
+    report.add_argument("--html", metavar="OUT.html", help=html_help)
     serve = add("serve", "receive OTLP traces from agents in any language, judge every session, export verdicts", None)
     serve.add_argument("--listen", default="127.0.0.1:4318", metavar="HOST:PORT",
                        help="OTLP/HTTP (default %(default)s)")

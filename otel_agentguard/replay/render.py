@@ -124,7 +124,7 @@ def _summary(verdicts: Any) -> str:
     parts = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     if not verdicts:
         return "no sessions found"
-    return f"{_count(len(verdicts), 'session')}, {stalled} stalled ({parts})"
+    return f"{counted(len(verdicts), 'session')}, {stalled} stalled ({parts})"
 
 
 # --- check ------------------------------------------------------------------------------------
@@ -185,11 +185,11 @@ def check_table(outcomes: Sequence[CheckOutcome], unlabelled: int) -> str:
         lines += ["  probe              expected  raised  missed", *probe_lines, ""]
     misses = sum(1 for o in outcomes if not o.ok)
     tail = f", {unlabelled} unlabelled (not checked)" if unlabelled else ""
-    lines.append(f"{_count(len(outcomes), 'labelled session')}, {_count(misses, 'miss', 'misses')}{tail}")
+    lines.append(f"{counted(len(outcomes), 'labelled session')}, {counted(misses, 'miss', 'misses')}{tail}")
     return "\n".join(lines)
 
 
-def _count(number: int, one: str, many: str | None = None) -> str:
+def counted(number: int, one: str, many: str | None = None) -> str:
     """``1 session``, ``2 sessions``."""
     return f"{number} {one if number == 1 else many or one + 's'}"
 

@@ -383,7 +383,7 @@ def prometheus_metric_reader() -> type:
 def require_binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.skip(f"`{name}` is not on PATH: run scripts/install-prometheus.sh (Debian's prometheus package)")
+        pytest.skip(f"`{name}` is not on PATH: run scripts/apt-install.sh prometheus promtool prometheus (Debian's prometheus package)")
     return path
 
 
