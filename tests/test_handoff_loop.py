@@ -46,6 +46,11 @@ def test_a_write_that_succeeds_in_between_starts_the_count_again(tmp_path):
     assert verdict.stop_reason == "completed"
 
 
+def test_a_supervisor_routing_to_the_same_workers_in_turn_is_a_loop(tmp_path):
+    verdict = judge(tmp_path, ["supervisor", "billing", "supervisor", "shipping", "supervisor", "billing"])
+    assert verdict.stop_reason == "handoff_loop" and verdict.alerts[0].evidence == (2, 3, 4, 5, 6)
+
+
 def test_a_pipeline_through_many_agents_is_no_loop(tmp_path):
     assert judge(tmp_path, ["triage", "billing", "refunds", "billing", "shipping", "triage"]).stop_reason \
         == "completed"

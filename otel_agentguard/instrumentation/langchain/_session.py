@@ -21,6 +21,7 @@ from otel_agentguard import attributes as A
 from otel_agentguard.live.resolution import baggage_session, enclosing_session
 
 _THREAD_KEY = "thread_id"
+_NODE_KEY = "langgraph_node"  # the graph node running now: in a multi-agent graph, the agent
 
 try:  # the config of the runnable that is running now (langchain-core >= 0.2)
     from langchain_core.runnables.config import var_child_runnable_config as _current_config
@@ -54,6 +55,18 @@ def session_of(thread: str | None) -> str | None:
     """The session id a call of this thread is judged in, when the thread names it (else the
     context decides, as for any span)."""
     return session_attributes(thread).get(A.SESSION_ID)
+
+
+def agent_attributes(*sources: Any) -> dict[str, Any]:
+    """``gen_ai.agent.name``: the LangGraph node a call runs in (a supervisor, a worker), from the
+    given configs/metadata, else the running config; nothing outside a graph."""
+    for source in (*sources, _current_config.get() if _current_config is not None else None):
+        if isinstance(source, Mapping):
+            metadata = source.get("metadata")
+            node = (metadata if isinstance(metadata, Mapping) else source).get(_NODE_KEY)
+            if isinstance(node, str) and node and not node.startswith("__"):
+                return {A.GEN_AI_AGENT_NAME: node}
+    return {}
 
 
 def _from_source(source: Any) -> str | None:

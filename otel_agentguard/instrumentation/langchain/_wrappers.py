@@ -98,6 +98,7 @@ class _ToolRun:
             attributes["gen_ai.tool.type"] = "function"
             thread = _session.thread_id(kwargs.get("config"), kwargs.get("metadata"))
             attributes.update(_session.session_attributes(thread))
+            attributes.update(_session.agent_attributes(kwargs.get("config"), kwargs.get("metadata")))
         except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
             _internal_errors.report("langchain.tool.start", exc)
             return None
@@ -200,6 +201,7 @@ def _start_model_call(
     try:
         provider, name, attributes = _extract.request_model(model, stop, call_kwargs)
         attributes.update(_session.session_attributes(thread))
+        attributes.update(_session.agent_attributes(*sources))
         prompt = _extract.input_messages(messages) if capture_content() else None
     except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
         _internal_errors.report("langchain.chat.start", exc)

@@ -55,7 +55,7 @@ class SessionTotals:
         "start_ns", "steps", "tokens", "cost_usd", "model_calls", "wrote", "finished_explicitly", "final",
         "open_tool_calls", "partial_result", "fired", "call_digests", "call_sequences", "call_names",
         "states_seen", "no_progress_run", "error_run", "error_failures", "answers", "unchecked_answers",
-        "agents", "hops",
+        "agent", "agents_seen", "hops",
     )
 
     def __init__(self, start_ns: int = 0):
@@ -82,9 +82,10 @@ class SessionTotals:
         self.no_progress_run: array[int] | None = None  # no_progress: sequences of the current run
         self.error_run: array[int] | None = None  # error_streak: sequences of the current streak
         self.error_failures = 0  # error_streak: how many in the streak failed (vs came back empty)
-        # handoff_loop: the agent in control and the one before it, and the sequence numbers of
-        # the hops between those two since the last write tool succeeded.
-        self.agents: tuple[str | None, str | None] = (None, None)
+        # handoff_loop: the agent in control, the agents that had control since a write tool last
+        # succeeded, and the hops between them (negative: a hop back to one of them).
+        self.agent: str | None = None
+        self.agents_seen: set[str] | None = None
         self.hops: list[int] | None = None
 
     def remember_call(self, step: Step, keep: int) -> None:

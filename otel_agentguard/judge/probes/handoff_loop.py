@@ -2,14 +2,16 @@
 
 What it does:
     Follows the agent of each step (``gen_ai.agent.name`` on the step, or on the agent span
-    around it). A step of another agent than the last one is a hop; a hop back to the agent
-    that had control just before is a bounce. Counts the bounces between the same two agents
-    since a write tool last succeeded; a hop to a third agent starts the count again.
+    around it). A step of another agent than the last one is a hop; a hop to an agent that
+    already had control since a write tool last succeeded is a bounce: control came back.
+    Two agents handing to each other, or a supervisor routing to the same workers in turn,
+    bounce; a pipeline through new agents does not.
 Why it matters:
     In a multi-agent system a triage agent hands to billing, billing hands back, and again:
     each hop is a model call and a handoff, so no tool repeats and no other probe sees it.
 Example:
-    triage -> billing -> triage -> billing -> triage (three bounces), no refund issued.
+    triage -> billing -> triage -> billing -> triage (three bounces), no refund issued;
+    supervisor -> billing -> supervisor -> shipping -> supervisor -> billing (three).
 Options:
     ``handoff_bounces``.
 """
@@ -36,30 +38,35 @@ class HandoffLoop:
         if totals.fired & HANDOFF_LOOP_FIRED:
             return None
         if step.kind == TOOL and step.effect == WRITE and not step.failed:
-            totals.hops = None  # something got done: the bouncing so far was work
+            # Something got done: the routing so far was work. Who has control now still counts.
+            totals.hops = None
+            totals.agents_seen = {totals.agent} if totals.agent is not None else None
             return None
-        agent = step.agent
-        current, previous = totals.agents
+        agent, current = step.agent, totals.agent
         if agent is None or agent == current:
             return None
-        totals.agents = (agent, current)
+        totals.agent = agent
+        seen = totals.agents_seen
+        if seen is None:
+            seen = totals.agents_seen = set()
+        came_back = agent in seen
+        seen.add(agent)
         if current is None:
             return None  # the first agent seen: no hop yet
         hops = totals.hops
-        if agent == previous and hops:  # back to the agent that had control before: a bounce
-            hops.append(step.sequence)
-        else:  # a hop between a new pair of agents: counting starts again
-            totals.hops = [step.sequence]
-            return None
-        if len(hops) - 1 < self._bounces:
+        if hops is None:
+            hops = totals.hops = []
+        hops.append(-step.sequence if came_back else step.sequence)
+        bounces = sum(1 for hop in hops if hop < 0)
+        if bounces < self._bounces:
             return None
         totals.fired |= HANDOFF_LOOP_FIRED
-        first, second = sorted((agent, current))
+        agents = sorted(seen)
         return [Alert(
             probe=HANDOFF_LOOP,
             sequence=step.sequence,
-            evidence=tuple(hops),
-            detail=(f"control passed between {first} and {second} {len(hops)} times "
-                    f"({len(hops) - 1} times back) with no write tool succeeding"),
+            evidence=tuple(abs(hop) for hop in hops),
+            detail=(f"control passed between {', '.join(agents[:-1])} and {agents[-1]} {len(hops)} times, "
+                    f"{bounces} of them back to an agent that had it before, with no write tool succeeding"),
             disposal=DISPOSAL,
         )]
