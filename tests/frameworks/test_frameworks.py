@@ -98,3 +98,13 @@ def test_every_framework_has_its_recordings():
     wanted = {(f, f"{s}-content") for f in FRAMEWORKS for s in ("loop", "cycle", "fake", "clean")}
     wanted |= {(f, s) for f in FRAMEWORKS for s in ("loop", "distinct")}
     assert wanted <= found, sorted(wanted - found)
+
+
+@pytest.mark.parametrize(("framework", "agent"), [("strands", "Strands Agents"), ("adk", "order_agent"),
+                                                  ("agent-framework", "order_agent")])
+def test_the_agent_of_each_step_is_read_from_the_agent_span_around_it(framework, agent):
+    """What handoff_loop follows: these frameworks name the agent on their invoke_agent span only."""
+    from otel_agentguard.replay.sources import read_files
+
+    (session,) = read_files([RECORDINGS / framework / "loop-content.jsonl"], parse_policy(POLICY_TOML))
+    assert {step.agent for step in session.steps} == {agent}
