@@ -119,8 +119,10 @@ def record_model_call(
     final_claims: tuple[str, ...] | None = None,
     finish_reason: str | None = None,
     answer: str | None = None,
+    agent: str | None = None,
 ) -> None:
     """Emit one ``chat`` span: a final answer when ``tool_calls`` is 0, else a tool-calling turn.
+    ``agent``: the agent whose call it is (``gen_ai.agent.name``), in a multi-agent session.
 
     ``answer``: the answer's text, checked for repetition as the instrumentations check it
     (``agentguard.output.repetition``); the text itself goes on no span.
@@ -139,5 +141,7 @@ def record_model_call(
         attributes[A.FINAL_CLAIMS] = list(final_claims)
     if answer is not None:
         attributes[A.OUTPUT_REPETITION] = summarize(answer).attribute
+    if agent is not None:
+        attributes[A.GEN_AI_AGENT_NAME] = agent
     with tracer.start_as_current_span(f"chat {model}", attributes=attributes):
         pass

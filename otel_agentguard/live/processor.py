@@ -326,14 +326,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         else:
             if sequence is None:  # became a step after it started: number it now
                 sequence = session.sequence.next()
-            try:
-                attrs = _with_events(span, attrs, kind)
-                step = self._step(span, attrs, kind, session_id, sequence)
-            except Exception as exc:  # deliberate: lose this step, not the ones after it
-                _internal_errors.report("processor.step", exc)
-                sessions.skip(session, sequence)
-            else:
-                sessions.step_ended(session, kind, step, attrs, span)
+            self._step_ended(session, span, attrs, kind, session_id, sequence)
         if root and session.implicit:  # a step span that was its trace's root: the trace is over
             sessions.trace_over(session)
 
@@ -364,15 +357,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
             session_id, implicit = named, False
         if kind is not None:
             session = self._open_late(span, attrs, session_id, implicit)
-            sequence = session.sequence.next()
-            try:
-                attrs = _with_events(span, attrs, kind)
-                step = self._step(span, attrs, kind, session_id, sequence)
-            except Exception as exc:  # deliberate: lose this step, not the ones after it
-                _internal_errors.report("processor.step", exc)
-                sessions.skip(session, sequence)
-            else:
-                sessions.step_ended(session, kind, step, attrs, span)
+            self._step_ended(session, span, attrs, kind, session_id, session.sequence.next())
         if _local_root(span):  # the run's span in this process ended: the run is over
             self._late_traces.pop(context.trace_id, None)
             ending = sessions.store.peek(session_id)
@@ -434,6 +419,18 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if step is None:
             return self._sessions.lone_call_session(session_id, stored)
         return self._sessions.end_lone_call(session_id, stored, step, span)
+
+    def _step_ended(self, session: LiveSession, span: ReadableSpan, attrs: Any, kind: str, session_id: str,
+                    sequence: int) -> None:
+        """Judge the step a span that ended describes (lost, not the ones after it, if unreadable)."""
+        try:
+            attrs = _with_events(span, attrs, kind)
+            step = self._step(span, attrs, kind, session_id, sequence)
+        except Exception as exc:  # deliberate: lose this step, not the ones after it
+            _internal_errors.report("processor.step", exc)
+            self._sessions.skip(session, sequence)
+        else:
+            self._sessions.step_ended(session, kind, step, attrs, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
         step = step_from_attributes(_with_events(span, attrs, kind), kind, session_id, sequence, self.policy,

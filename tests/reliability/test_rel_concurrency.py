@@ -24,7 +24,7 @@ from otel_agentguard.testing import GuardedTracing
 
 THREADS = 100
 ASYNC_SESSIONS = 1000
-SHAPES = ("loop", "cycle", "honest", "fake", "errors", "budget", "parallel", "chant")
+SHAPES = ("loop", "cycle", "honest", "fake", "errors", "budget", "parallel", "chant", "handoff")
 CHANT = "Order A1 is delayed at the depot. " + "Let me check the status of the order again. " * 40
 
 
@@ -95,6 +95,9 @@ def script(shape: str, n: int) -> list[tuple]:
         return [("tool", "flaky", k) for k in range(5)] + [("model", {"final_claims": ()})]
     if shape == "budget":
         return [a for k in range(14) for a in (("model", {"tool_calls": 1}), ("tool", "step", f"s{k}"))]
+    if shape == "handoff":  # two agents hand the conversation back and forth
+        return [*[("model", {"tool_calls": 1, "agent": agent}) for agent in ("triage", "billing") * 2],
+                ("model", {"final_claims": (), "agent": "triage"})]
     if shape == "chant":  # the model repeats itself until max_tokens
         return [("tool", "lookup", order), ("model", {"answer": CHANT, "finish_reason": "length"})]
     # parallel: the model asks for three calls at once, they run concurrently, then it answers

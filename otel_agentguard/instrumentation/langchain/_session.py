@@ -22,6 +22,7 @@ from otel_agentguard.live.resolution import baggage_session, enclosing_session
 
 _THREAD_KEY = "thread_id"
 _NODE_KEY = "langgraph_node"  # the graph node running now: in a multi-agent graph, the agent
+_NAMESPACE_KEY = "langgraph_checkpoint_ns"  # "worker:<id>|model:<id>": the nodes, outermost first
 
 try:  # the config of the runnable that is running now (langchain-core >= 0.2)
     from langchain_core.runnables.config import var_child_runnable_config as _current_config
@@ -58,12 +59,15 @@ def session_of(thread: str | None) -> str | None:
 
 
 def agent_attributes(*sources: Any) -> dict[str, Any]:
-    """``gen_ai.agent.name``: the LangGraph node a call runs in (a supervisor, a worker), from the
-    given configs/metadata, else the running config; nothing outside a graph."""
+    """``gen_ai.agent.name`` of a model call: the node of the outermost LangGraph graph it runs in
+    (a supervisor, a worker: a worker that is itself a ReAct subgraph still counts as one agent),
+    from the given configs/metadata, else the running config; nothing outside a graph."""
     for source in (*sources, _current_config.get() if _current_config is not None else None):
         if isinstance(source, Mapping):
             metadata = source.get("metadata")
-            node = (metadata if isinstance(metadata, Mapping) else source).get(_NODE_KEY)
+            found = metadata if isinstance(metadata, Mapping) else source
+            namespace = found.get(_NAMESPACE_KEY)
+            node = namespace.split(":", 1)[0] if isinstance(namespace, str) and namespace else found.get(_NODE_KEY)
             if isinstance(node, str) and node and not node.startswith("__"):
                 return {A.GEN_AI_AGENT_NAME: node}
     return {}

@@ -98,7 +98,6 @@ class _ToolRun:
             attributes["gen_ai.tool.type"] = "function"
             thread = _session.thread_id(kwargs.get("config"), kwargs.get("metadata"))
             attributes.update(_session.session_attributes(thread))
-            attributes.update(_session.agent_attributes(kwargs.get("config"), kwargs.get("metadata")))
         except Exception as exc:  # deliberate: no telemetry for this call, the call itself goes on
             _internal_errors.report("langchain.tool.start", exc)
             return None
