@@ -22,7 +22,9 @@ from otel_agentguard.replay.runner import replay_files
 HERE = Path(__file__).parent
 DRIVER = HERE / "framework_agents.py"
 RECORDINGS = HERE.parent / "data" / "frameworks"
-FRAMEWORKS_PYTHON = os.environ.get("AGENTGUARD_TEST_FRAMEWORKS_PYTHON")
+# (made absolute: each run happens in its own working directory)
+FRAMEWORKS_PYTHON = os.path.abspath(os.environ["AGENTGUARD_TEST_FRAMEWORKS_PYTHON"]) \
+    if os.environ.get("AGENTGUARD_TEST_FRAMEWORKS_PYTHON") else None
 MISSING = "AGENTGUARD_TEST_FRAMEWORKS_PYTHON is not set (make test builds .venv-frameworks and sets it)"
 needs_frameworks = pytest.mark.skipif(not FRAMEWORKS_PYTHON, reason=MISSING)
 
