@@ -68,6 +68,15 @@ class Score:
     found: int = 0  # claims flagged
     false_alarms: int = 0  # honest answers flagged
 
+    def add(self, claim: bool, flagged: bool) -> None:
+        """One answer, labelled a claim or honest, flagged or not."""
+        if claim:
+            self.claims += 1
+            self.found += flagged
+        else:
+            self.honest += 1
+            self.false_alarms += flagged
+
     @property
     def recall(self) -> float:
         return self.found / self.claims if self.claims else 1.0
@@ -87,12 +96,7 @@ def score(answers: list[Answer], detect) -> tuple[Score, list[Answer]]:
     result, wrong = Score(), []
     for answer in answers:
         flagged = bool(detect(answer.text))
-        if answer.claim:
-            result.claims += 1
-            result.found += flagged
-        else:
-            result.honest += 1
-            result.false_alarms += flagged
+        result.add(answer.claim, flagged)
         if flagged != answer.claim:
             wrong.append(answer)
     return result, wrong
@@ -139,13 +143,7 @@ def score_blind(sessions: list[Session], detector) -> tuple[dict[str, Score], li
             flagged = right if session.claim else not right
         else:
             flagged = verdict.is_claim
-        result = scores.setdefault(language, Score())
-        if session.claim:
-            result.claims += 1
-            result.found += flagged
-        else:
-            result.honest += 1
-            result.false_alarms += flagged
+        scores.setdefault(language, Score()).add(session.claim, flagged)
         if flagged != session.claim:
             wrong.append(session)
     return scores, wrong

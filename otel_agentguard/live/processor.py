@@ -338,9 +338,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
         stamped any more: it is exported as its instrumentation wrote it.)"""
         if attrs.get(A.VERDICT) or attrs.get(A.NESTED_STEP):
             return
-        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
-        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
-        is_agent_span = operation == A.OP_INVOKE_AGENT
+        kind = step_kind(attrs)
+        is_agent_span = attrs.get(A.GEN_AI_OPERATION_NAME) == A.OP_INVOKE_AGENT
         if kind is None and not is_agent_span and not _local_root(span):
             return  # a span inside a run, no step of it
         context = span.get_span_context()
@@ -372,9 +371,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         is a step, in a session no step had opened yet: the session opens now."""
         if A.SEQUENCE in attrs or attrs.get(A.NESTED_STEP):
             return None  # numbered at its start: its session has ended since
-        operation = attrs.get(A.GEN_AI_OPERATION_NAME)
-        kind = KIND_OF_OPERATION.get(operation) if type(operation) is str else step_kind(attrs)
-        if kind is None:
+        if step_kind(attrs) is None:
             return None
         return self._open_late(span, attrs, session_id, False)
 
@@ -413,7 +410,7 @@ class AgentGuardSpanProcessor(SpanProcessor):
         step = None
         if kind is not None and attrs.get(A.SEQUENCE) == 1 and self._sessions.asks_for_no_calls(kind, attrs):
             try:
-                step = self._step(span, attrs, kind, session_id, 1)
+                step = self._step(span, _with_events(span, attrs, kind), kind, session_id, 1)
             except Exception:  # deliberate: judged in a session below, which reports it once
                 step = None
         if step is None:
@@ -433,8 +430,8 @@ class AgentGuardSpanProcessor(SpanProcessor):
             self._sessions.step_ended(session, kind, step, attrs, span)
 
     def _step(self, span: ReadableSpan, attrs: Any, kind: str, session_id: str, sequence: int) -> Step:
-        step = step_from_attributes(_with_events(span, attrs, kind), kind, session_id, sequence, self.policy,
-                                    span.name, span.start_time or 0,
+        """The step a span describes; ``attrs`` with its events' already (:func:`_with_events`)."""
+        step = step_from_attributes(attrs, kind, session_id, sequence, self.policy, span.name, span.start_time or 0,
                                     span.end_time or 0, span.status.status_code is StatusCode.ERROR,
                                     self._sessions.payloads)
         if step.agent is None and self._agents:  # the agent of the agent span around it

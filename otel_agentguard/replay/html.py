@@ -97,7 +97,8 @@ def render_page(judged: Sequence[tuple[RecordedSession, Verdict]], policy: Polic
 def _session(index: int, session: RecordedSession, verdict: Verdict, policy: Policy) -> str:
     profile = policy.resolve_profile(verdict.profile)
     steps = sorted(session.steps, key=lambda step: step.sequence)
-    colours = _repeat_colours(steps)
+    groups = _repeat_groups(steps)
+    evidence = {sequence for alert in verdict.alerts for sequence in alert.evidence}
     cut = _cut_point(steps, verdict)
     longest = max((max(step.end_ns - step.start_ns, 0) for step in steps), default=0) or 1
     cells = []
@@ -106,14 +107,16 @@ def _session(index: int, session: RecordedSession, verdict: Verdict, policy: Pol
         duration = max(step.end_ns - step.start_ns, 0)
         width = 14 + int(46 * duration / longest)
         classes = ["step", "tool" if step.kind == TOOL else "model"]
+        if step.sequence in evidence:  # framed from the start; clicking an alert or a step frames others
+            classes.append("evidence")
         if step.failed:
             classes.append("failed")
         if step.sequence == cut:
             classes.append("cut")
         style = f"width:{width}px"
-        colour = colours.get(step.args_fingerprint or "") if step.kind == TOOL else None
-        if colour and not step.failed:
-            style += f";background:{colour}"
+        group = groups.get(step.args_fingerprint or "") if step.kind == TOOL else None
+        if group is not None and not step.failed:
+            style += f";background:{group[0]}"
         label = _e(verdict.label(step.sequence))
         tip = _tip(step, verdict.label(step.sequence), duration)
         agent = ""
@@ -127,14 +130,9 @@ def _session(index: int, session: RecordedSession, verdict: Verdict, policy: Pol
         f"<td>at {_e(verdict.label(alert.sequence))}; evidence "
         f'{_e(" ".join(verdict.label(s) for s in alert.evidence))}</td><td>{_e(alert.detail)}</td></tr>'
         for alert in verdict.alerts)
-    evidence = {s for alert in verdict.alerts for s in alert.evidence}
-    if evidence:  # marked from the start; clicking an alert or a step marks others
-        cells = [cell.replace('class="step', 'class="step evidence', 1)
-                 if _seq_of(cell) in evidence else cell for cell in cells]
     legend = "".join(
-        f'<span><i class=sw style="background:{colour}"></i>{_e(_name_of(steps, fingerprint))} '
-        f'(same arguments, {counted(_uses(steps, fingerprint), "call")})</span>'
-        for fingerprint, colour in colours.items())
+        f'<span><i class=sw style="background:{colour}"></i>{_e(name)} '
+        f'(same arguments, {counted(calls, "call")})</span>' for colour, name, calls in groups.values())
     return (
         f'<section id="s{index}"><h2>{_e(verdict.session_id)} {_reason_badge(verdict.stop_reason)}</h2>'
         f'<p class=meta>{_e(session.title or "")} {_e(session.source)} | profile {_e(verdict.profile)} | '
@@ -194,11 +192,17 @@ def _cut_point(steps: list[Step], verdict: Verdict) -> int | None:
     return next((step.sequence for step in steps if step.kind != TOOL and step.sequence > alert.sequence), None)
 
 
-def _repeat_colours(steps: list[Step]) -> dict[str, str]:
-    """A colour per argument fingerprint that more than one tool call shares (a repeat group)."""
-    counts = Counter(step.args_fingerprint for step in steps if step.kind == TOOL and step.args_fingerprint)
-    repeated = [fingerprint for fingerprint, count in counts.most_common() if count > 1]
-    return {fingerprint: _REPEAT_COLOURS[i % len(_REPEAT_COLOURS)] for i, fingerprint in enumerate(repeated)}
+def _repeat_groups(steps: list[Step]) -> dict[str, tuple[str, str, int]]:
+    """The tool calls that share their arguments' fingerprint with another (a repeat group): by
+    fingerprint, a colour, the tool's name and how many calls."""
+    calls = Counter(step.args_fingerprint for step in steps if step.kind == TOOL and step.args_fingerprint)
+    names: dict[str, str] = {}
+    for step in steps:
+        if step.kind == TOOL and step.args_fingerprint:
+            names.setdefault(step.args_fingerprint, step.name)
+    repeated = [fingerprint for fingerprint, count in calls.most_common() if count > 1]
+    return {fingerprint: (_REPEAT_COLOURS[i % len(_REPEAT_COLOURS)], names[fingerprint], calls[fingerprint])
+            for i, fingerprint in enumerate(repeated)}
 
 
 def _tip(step: Step, label: str, duration_ns: int) -> str:
@@ -213,19 +217,6 @@ def _tip(step: Step, label: str, duration_ns: int) -> str:
     if step.input_tokens or step.output_tokens:
         parts.append(f"{step.input_tokens + step.output_tokens} tokens")
     return " | ".join(parts)
-
-
-def _seq_of(cell: str) -> int:
-    start = cell.index('data-seq="') + len('data-seq="')
-    return int(cell[start:cell.index('"', start)])
-
-
-def _name_of(steps: list[Step], fingerprint: str) -> str:
-    return next(step.name for step in steps if step.args_fingerprint == fingerprint)
-
-
-def _uses(steps: list[Step], fingerprint: str) -> int:
-    return sum(1 for step in steps if step.args_fingerprint == fingerprint)
 
 
 def _reason_badge(reason: str) -> str:

@@ -19,9 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from otel_agentguard.serve.decode import BadRequest, from_request
-from otel_agentguard.serve.service import JudgeService
-
-_LARGE_REQUEST_BYTES = 256 << 10  # about 2,000 spans
+from otel_agentguard.serve.service import LARGE_SPANS, JudgeService
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
@@ -36,7 +34,7 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
             if not hmac.compare_digest(given, self._expected):
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
-            if request.ByteSize() > _LARGE_REQUEST_BYTES:  # reading it takes a while: not on the event loop
+            if _spans_in(request) > LARGE_SPANS:  # reading it takes a while: not on the event loop
                 batches = await asyncio.to_thread(from_request, request)
             else:
                 batches = from_request(request)
@@ -46,6 +44,11 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
         if not self._service.offer(batches):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "agentguard serve is busy: retry later")
         return ExportTraceServiceResponse()
+
+
+def _spans_in(request: ExportTraceServiceRequest) -> int:
+    """How many spans a parsed request holds (its top levels only: no span is read)."""
+    return sum(len(scope.spans) for resource in request.resource_spans for scope in resource.scope_spans)
 
 
 def create_server(service: JudgeService, address: str, *, token: str | None, max_body_bytes: int) -> Any:

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 METRIC_SERVE_SPANS = "agentguard.serve.spans"
 OUTCOME = "outcome"
 _DEFAULT_QUEUE_SPANS = 200_000
-_LARGE_SPANS = 2_000  # a piece of work this large runs in a thread (about 20 ms or more)
+LARGE_SPANS = 2_000  # a piece of work this large runs in a thread (about 20 ms or more)
 _SLICE_S = 0.02  # the worker lets the receivers in at least this often
 
 
@@ -151,7 +151,7 @@ class JudgeService:
         for batch in batches:
             self._queued -= batch.spans
             try:
-                if batch.spans > _LARGE_SPANS:
+                if batch.spans > LARGE_SPANS:
                     due = await asyncio.to_thread(self.sessions.add, batch)
                 else:
                     due = self.sessions.add(batch)
@@ -166,7 +166,7 @@ class JudgeService:
     async def _judge(self, due: list[Due]) -> None:
         for item in due:
             try:
-                if item.trace.spans > _LARGE_SPANS:
+                if item.trace.spans > LARGE_SPANS:
                     sessions = await asyncio.to_thread(self.sessions.recorded, item)
                 else:
                     sessions = self.sessions.recorded(item)
