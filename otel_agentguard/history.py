@@ -150,21 +150,28 @@ class _OpenAIRepair(_Repair):
         return repaired, self.report()
 
     def _pair(self, message: dict[str, Any], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        waiting: dict[str, list[dict[str, Any]]] = {}
-        for result in results:
-            waiting.setdefault(str(result.get("tool_call_id")), []).append(result)
-        paired = []
+        """The results of a message's calls: those that came, in the order they came (a valid
+        history stays as it is), then a synthetic one for each call that got none."""
+        pending: dict[str, list[str]] = {}  # a call's id as sent -> the ids its calls now have, in order
+        calls: list[str] = []
         for call in message["tool_calls"]:
             original, call_id = self.unique_id(call, "id")
-            answers = waiting.get(original)
-            if answers:
-                result = answers.pop(0)
-                result["tool_call_id"] = call_id
+            pending.setdefault(original, []).append(call_id)
+            calls.append(call_id)
+        paired = []
+        answered: set[str] = set()
+        for result in results:
+            waiting = pending.get(str(result.get("tool_call_id")))
+            if waiting:
+                result["tool_call_id"] = call_id = waiting.pop(0)
+                answered.add(call_id)
                 paired.append(result)
             else:
+                self.orphans += 1
+        for call_id in calls:
+            if call_id not in answered:
                 self.synthetic += 1
                 paired.append({"role": "tool", "tool_call_id": call_id, "content": SYNTHETIC_RESULT})
-        self.orphans += sum(len(left) for left in waiting.values())
         return paired
 
 

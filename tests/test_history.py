@@ -107,3 +107,12 @@ def test_repaired_histories_are_accepted_by_the_real_sdks_and_broken_ones_are_no
         anthropic_client.messages.create(model="m", max_tokens=10,
                                          messages=ag.repair_history(anthropic_broken, "anthropic")[0])
         assert len(server.rejected) == 2 and len(server.requests) == 2
+
+
+def test_results_that_answer_every_call_in_another_order_are_left_alone():
+    """Found by the property above on a fresh clone: calls b, a answered a, b is a valid history."""
+    messages = [{"role": "assistant", "tool_calls": [openai_call("b"), openai_call("a")]},
+                {"role": "tool", "tool_call_id": "a", "content": "result a"},
+                {"role": "tool", "tool_call_id": "b", "content": "result b"}]
+    repaired, report = repair_history(messages, "openai")
+    assert repaired == messages and not report.changed
