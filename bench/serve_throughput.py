@@ -14,6 +14,10 @@ Where other processes share the machine, the wall-clock figure measures the shar
 service was given; the figure per CPU-second of the service (from /proc) is its capacity on one
 core, and the one to compare with the target then.
 
+Responsiveness: /health's answer time, polled every 10 ms while one trace holding 100,000
+one-answer sessions (in bodies of 10,000 spans) is read and judged: no request, trace or session
+may hold the event loop.
+
 Memory: tracemalloc's growth while K sessions of 11 foreign spans each stay open in the
 service's session tracker (their root span not yet arrived), divided by K.
 """
@@ -31,7 +35,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -180,18 +184,9 @@ def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
     command = [sys.executable, "-m", "otel_agentguard", "serve", "--listen", f"127.0.0.1:{port}",
                "--grpc-listen", "off", "--queue-spans", str(spans + 1)]
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             preexec_fn=(lambda: os.sched_setaffinity(0, {server_cpu})) if server_cpu is not None
-                             else None)
+                             preexec_fn=_pinned(server_cpu))
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _health(port)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        _wait_listening(port)
         shares = [payload[index::_CONNECTIONS] for index in range(_CONNECTIONS)]
         cpu_before = _cpu_seconds(child.pid)
         start = time.perf_counter()
@@ -210,6 +205,67 @@ def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
     finally:
         child.terminate()
         child.wait(30)
+
+
+def _one_trace(start: int, count: int) -> bytes:
+    """``count`` one-answer sessions (each its own conversation id), all in one trace."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for index in range(start, start + count):
+        span = scope.spans.add(trace_id=b"\x07" * 16, span_id=(index + 1).to_bytes(8, "big"),
+                               parent_span_id=b"\xfe" * 8, name="chat",
+                               start_time_unix_nano=1_700_000_000_000_000_000 + index,
+                               end_time_unix_nano=1_700_000_000_000_001_000 + index)
+        span.attributes.append(KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat")))
+        span.attributes.append(KeyValue(key="gen_ai.conversation.id", value=AnyValue(string_value=f"conv-{index}")))
+    return request.SerializeToString()
+
+
+def health_while_judging(sessions_count: int, server_cpu: int | None) -> list[float]:
+    """/health's answer times (seconds) while one trace of ``sessions_count`` sessions is judged."""
+    part = min(10_000, sessions_count)
+    payload = [_one_trace(start, part) for start in range(0, sessions_count, part)]
+    port = _free_port()
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
+    child = subprocess.Popen([sys.executable, "-m", "otel_agentguard", "serve", "--listen", f"127.0.0.1:{port}",
+                              "--grpc-listen", "off", "--settle", "0.5"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=_pinned(server_cpu))
+    latencies: list[float] = []
+    try:
+        _wait_listening(port)
+        sender = threading.Thread(target=_send, args=(port, payload))
+        sender.start()
+        while True:
+            started = time.perf_counter()
+            state = _health(port)
+            latencies.append(time.perf_counter() - started)
+            if not sender.is_alive() and state["verdicts"] >= sessions_count:
+                break
+            time.sleep(0.01)
+        sender.join()
+        return latencies
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+def _pinned(cpu: int | None) -> Callable[[], None] | None:
+    """A child's preexec function that pins it to ``cpu`` (None: not pinned)."""
+    return (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+
+
+def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            _health(port)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def bytes_per_live_session(count: int) -> float:
@@ -278,6 +334,17 @@ def run(report: Report, repeats: int, quick: bool) -> None:
             report.add("7 serve", f"  the OTLP decode alone, same bodies, per CPU-second ({label})", decoded,
                        "spans/CPU-s")
             report.add("7 serve", f"  serve / the decode alone ({label})", shares, "x")
+        one_trace = 1_000 if _harness.SMOKE else 20_000 if quick else 100_000
+        worst, p99 = [], []
+        for index in range(repeats):
+            answers = sorted(health_while_judging(one_trace, server_cpu))
+            worst.append(answers[-1] * 1000)
+            p99.append(answers[int(len(answers) * 0.99)] * 1000)
+            progress(f"serve: repeat {index + 1}: /health during a trace of {one_trace:,} sessions: "
+                     f"{len(answers)} polls, p99 {p99[-1]:.0f} ms, worst {worst[-1]:.0f} ms")
+        report.add("7 serve", f"/health answer while one trace of {one_trace:,} sessions is judged, worst", worst,
+                   "ms", "<= 100", lambda m: m <= 100)
+        report.add("7 serve", "  the same, 99th percentile", p99, "ms")
     finally:
         if cpus and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, set(cpus))

@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,10 @@ DEFAULT_GRPC_LISTEN = "127.0.0.1:4317"
 # Young collections every 10,000 objects, middle ones every 100,000: each one short enough (a few
 # tens of milliseconds at most) not to hold the event loop, and rare enough not to cost throughput.
 _GC_THRESHOLDS = (10_000, 10, 10)
+# Large requests are read and judged in threads. The event loop takes the GIL back once per turn
+# of the loop and waits up to one switch interval for it each time (5 ms by default): a /health
+# answer takes about a dozen turns. A shorter interval keeps it in milliseconds.
+_SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -145,6 +150,7 @@ def serve(policy: Policy, options: ServeOptions) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*_GC_THRESHOLDS)
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     try:
         service = asyncio.run(run(policy, options, writer, meter_provider=meter_provider))
     finally:

@@ -40,7 +40,7 @@ METRIC_SERVE_SPANS = "agentguard.serve.spans"
 OUTCOME = "outcome"
 _DEFAULT_QUEUE_SPANS = 200_000
 LARGE_SPANS = 2_000  # a piece of work this large runs in a thread (about 20 ms or more)
-_SLICE_S = 0.02  # the worker lets the receivers in at least this often
+_SLICE_S = 0.005  # the worker lets the receivers in at least this often
 
 
 class JudgeService:
