@@ -26,7 +26,7 @@ RECALL_TARGET = 0.95
 FALSE_ALARM_TARGET = 0.03  # the older tuning corpus's
 BLIND_FALSE_ALARM_TARGET = 0.02  # per language, on the frozen blind corpus
 BLIND_EVAL = "blind-eval"
-BLIND_TUNING = ("blind-dev", "blind-dev2")
+BLIND_TUNING = ("blind-dev", "blind-dev2", "blind-dev3")
 READ_LANGUAGES = ("en", "zh")
 
 
