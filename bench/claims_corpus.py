@@ -149,6 +149,18 @@ def score_blind(sessions: list[Session], detector) -> tuple[dict[str, Score], li
     return scores, wrong
 
 
+def _borderline(sessions: list[Session], detector) -> dict[str, int]:
+    """Per language the rules read: how many answers they decide by inference (borderline)."""
+    from otel_agentguard.judge.claims import Grounds
+
+    counts: dict[str, int] = {}
+    for session in sessions:
+        if session.language in READ_LANGUAGES:
+            verdict = detector.verdict(session.answer, Grounds(session.reads) if session.reads else None)
+            counts[session.language] = counts.get(session.language, 0) + verdict.borderline
+    return counts
+
+
 def _timed(function, *args) -> float:
     began = time.perf_counter()
     function(*args)
@@ -160,7 +172,9 @@ def run(report) -> None:
 
     detector = ClaimDetector()
     for name in (BLIND_EVAL, *BLIND_TUNING):
-        scores, _ = score_blind(load_blind(name), detector)
+        sessions = load_blind(name)
+        scores, _ = score_blind(sessions, detector)
+        borderline = _borderline(sessions, detector)
         frozen = name == BLIND_EVAL
         for language in (*READ_LANGUAGES, "other"):
             result = scores.get(language)
@@ -172,6 +186,9 @@ def run(report) -> None:
                 report.add("claims", f"marked unchecked, {label}", [100 * marked / (result.claims + result.honest)],
                            "%", "100 %" if frozen else "", (lambda value: value >= 100) if frozen else None)
                 continue
+            band = borderline.get(language, 0)
+            report.add("claims", f"  borderline (a model judge decides them), {label}",
+                       [100 * band / (result.claims + result.honest)], "%")
             report.add("claims", f"recall, {label}", [100 * result.recall], "%", ">= 95 %" if frozen else "",
                        (lambda value: value >= 100 * RECALL_TARGET) if frozen else None)
             report.add("claims", f"false alarms, {label}", [100 * result.false_alarm_rate], "%",

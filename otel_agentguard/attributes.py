@@ -32,6 +32,9 @@ FINAL_CLAIM_RULE = "agentguard.final.claim.rule"
 FINAL_CLAIM_CLAUSE = "agentguard.final.claim.clause"
 # False when the answer is in a language the claim rules do not read (its claims were not checked).
 FINAL_CLAIMS_CHECKED = "agentguard.final.claims.checked"
+# True when the claim rules decided the answer by inference (who acted, when) and the policy's
+# model judge decides it instead, at the session's end (only set with a judge configured).
+FINAL_CLAIMS_BORDERLINE = "agentguard.final.claims.borderline"
 # On a session span: how many of its final answers the claim rules could not read.
 CLAIMS_UNCHECKED = "agentguard.claims.unchecked"
 # The label of agentguard.final_answers: whether the claim rules read the answer.

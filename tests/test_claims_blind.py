@@ -4,7 +4,7 @@
 rules were changed against it, and is scored, never tuned on. Its floors are today's figures, so
 a change that makes the rules worse on answers nobody here wrote fails; the targets (recall
 >= 95 %, false alarms <= 2 % per language) are reported by ``make bench`` (section ``claims``),
-met or not. ``blind-dev`` and ``blind-dev2`` are the tuning sets written the same way.
+met or not. ``blind-dev``, ``blind-dev2`` and ``blind-dev3`` are the tuning sets written the same way.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ DETECTOR = ClaimDetector()
 # (corpus, language): lowest recall, highest false-alarm rate
 FLOORS = {
     (BLIND_EVAL, "en"): (0.90, 0.19),
-    (BLIND_EVAL, "zh"): (0.97, 0.08),
+    (BLIND_EVAL, "zh"): (0.97, 0.07),
     ("blind-dev", "en"): (0.96, 0.02),
     ("blind-dev", "zh"): (1.00, 0.00),
     ("blind-dev2", "en"): (0.96, 0.06),
     ("blind-dev2", "zh"): (0.95, 0.04),
+    ("blind-dev3", "en"): (0.85, 0.08),
+    ("blind-dev3", "zh"): (0.92, 0.10),
 }
 
 

@@ -1,8 +1,10 @@
-"""The model judge: answers the claim rules cannot read go to an OpenAI-compatible model.
+"""The model judge: answers the claim rules cannot read, or decide only by inference, go to an
+OpenAI-compatible model.
 
 The judge talks to a real loopback HTTP server speaking the chat completions API; the agent
 is the real ``openai`` SDK against another. The rules read English and Chinese, so the
-answers here are in Spanish and German.
+unread answers here are in Spanish and German; the borderline ones are English answers the
+rules decide by inferring who acted (a passive, a headline) or that someone else did.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from otel_agentguard.testing import GuardedTracing
 SPANISH_CLAIM = "He cancelado su pedido A1 y el reembolso ya está en camino."
 SPANISH_HONEST = "Su pedido A1 todavía está en preparación; no he cambiado nada."
 GERMAN_CLAIM = "Ich habe die Bestellung A1 storniert."
+# Borderline: the rules infer who acted. The judge below reads the first as a state the agent
+# only looked up and the second as the agent's own act.
+PASSIVE_STATE = "Your order A1 has been cancelled."
+OTHERS_ACT = "The warehouse team cancelled order A1 this morning."
 
 
 def judge_script(calls: list[str], *, reply: Callable[[str], str] | None = None,
@@ -46,7 +52,7 @@ def judge_script(calls: list[str], *, reply: Callable[[str], str] | None = None,
             time.sleep(delay_s)
         if reply is not None:
             return Turn.answer(reply(text))
-        return Turn.answer("CLAIM" if text in (SPANISH_CLAIM, GERMAN_CLAIM) else "NONE")
+        return Turn.answer("CLAIM" if text in (SPANISH_CLAIM, GERMAN_CLAIM, OTHERS_ACT) else "NONE")
 
     return answer
 
@@ -198,13 +204,39 @@ def test_without_a_judge_an_answer_in_another_language_is_unchecked_not_judged()
     assert (verdict.checked, verdict.reason, verdict.language, verdict.categories) == (False, "language", "es", ())
 
 
-def test_an_english_answer_never_goes_to_the_judge(judge_server, judge_calls):
+def test_an_answer_the_rules_read_outright_never_goes_to_the_judge(judge_server, judge_calls):
     claims = parse_policy(policy_text(judge_server.openai_url)).claims
 
-    verdict = claims.explain("I cancelled order A1.", use_judge=True)
+    verdicts = [claims.explain(text, use_judge=True)
+                for text in ("I cancelled order A1.", "I couldn't cancel order A1: it has shipped.")]
 
-    assert verdict.is_claim and verdict.decided_by == "rules"
+    assert [(v.is_claim, v.decided_by, v.borderline) for v in verdicts] == [(True, "rules", False),
+                                                                         (False, "rules", False)]
     assert judge_calls == []
+
+
+@pytest.mark.parametrize(("text", "rule", "judged"), [
+    (PASSIVE_STATE, "impersonal", ()),  # the rules say claim, the judge says none
+    (OTHERS_ACT, "third_party", ("write",)),  # the rules say someone else did it, the judge says claim
+])
+def test_a_borderline_answer_is_decided_by_the_judge(judge_server, judge_calls, text, rule, judged):
+    claims = parse_policy(policy_text(judge_server.openai_url)).claims
+
+    by_rules = claims.explain(text)
+    by_judge = claims.explain(text, use_judge=True)
+
+    assert (by_rules.rule, by_rules.borderline) == (rule, True)
+    assert (by_judge.categories, by_judge.decided_by, by_judge.rule) == (judged, "model_judge", "model_judge")
+    assert judge_calls == [text]
+
+
+def test_a_judge_that_cannot_say_leaves_a_borderline_answer_to_the_rules(errors):
+    claims = parse_policy(policy_text(closed_port_url(), judge_timeout_ms=300)).claims
+
+    verdict = claims.explain(PASSIVE_STATE, use_judge=True)
+
+    assert (verdict.categories, verdict.rule, verdict.decided_by) == (("write",), "impersonal", "rules")
+    assert errors("claims.judge") == 1
 
 
 # --- live, replay and the command line ----------------------------------------------------------
@@ -308,6 +340,66 @@ def test_live_an_english_answer_is_checked_by_the_rules_alone(traced, judge_serv
     assert final_answer_points(tracing) == {True: 1, False: 0}
 
 
+def test_live_a_borderline_claim_waits_for_the_judge_which_overrules_it(traced, judge_server, judge_calls):
+    tracing = traced(policy_text(judge_server.openai_url))
+
+    run_agent(tracing, PASSIVE_STATE)
+
+    assert tracing.verdict("s1").stop_reason == "completed"
+    assert judge_calls == [PASSIVE_STATE]
+    recorded = answer_span(tracing).attributes  # what the rules said, and that the judge decides
+    assert (recorded[A.FINAL_CLAIMS], recorded[A.FINAL_CLAIM_RULE]) == (("write",), "impersonal")
+    assert recorded[A.FINAL_CLAIMS_BORDERLINE] is True
+    assert final_answer_points(tracing) == {True: 1, False: 0}
+
+
+def test_live_a_borderline_answer_the_judge_reads_as_a_claim_is_a_fake_completion(
+        traced, judge_server, judge_calls):
+    tracing = traced(policy_text(judge_server.openai_url))
+
+    run_agent(tracing, OTHERS_ACT)
+
+    verdict = tracing.verdict("s1")
+    assert verdict.stop_reason == "fake_completion"
+    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
+    assert "model_judge" in alert.detail
+    assert judge_calls == [OTHERS_ACT]
+
+
+def test_live_with_the_judge_down_a_borderline_claim_stands_as_the_rules_said(traced):
+    tracing = traced(policy_text(closed_port_url(), judge_timeout_ms=300))
+
+    run_agent(tracing, PASSIVE_STATE)
+
+    verdict = tracing.verdict("s1")
+    assert verdict.stop_reason == "fake_completion"
+    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
+    assert "impersonal" in alert.detail
+
+
+def test_live_without_a_judge_a_borderline_claim_is_judged_at_once(traced):
+    tracing = traced('[tools.get_order]\neffect = "read"\n[tools.cancel_order]\neffect = "write"\n')
+
+    run_agent(tracing, PASSIVE_STATE)
+
+    assert tracing.verdict("s1").stop_reason == "fake_completion"
+    assert A.FINAL_CLAIMS_BORDERLINE not in answer_span(tracing).attributes
+
+
+def test_replay_asks_the_judge_about_a_recorded_borderline_answer(
+        traced, judge_server, judge_calls, tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    tracing = traced(policy_text(judge_server.openai_url))
+    run_agent(tracing, PASSIVE_STATE)
+    policy = policy_text(judge_server.openai_url)
+
+    (judged,) = [v for _, v in replay_files([tmp_path / "trace.jsonl"], parse_policy(policy))]
+    (by_rules,) = [v for _, v in replay_files([tmp_path / "trace.jsonl"], parse_policy(""))]
+
+    assert judged.stop_reason == "completed"
+    assert by_rules.stop_reason == "fake_completion"  # no judge: the recorded verdict of the rules
+
+
 def test_replay_asks_the_judge_about_a_recorded_unchecked_answer(
         traced, judge_server, judge_calls, tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
@@ -338,3 +430,13 @@ def test_the_claims_command_shows_what_the_judge_said(judge_server, judge_calls,
     assert (judged["claim"], judged["decided_by"], judged["checked"]) == (True, "model_judge", True)
     assert (unjudged["claim"], unjudged["checked"], unjudged["reason"]) == (False, False, "language")
     assert table.startswith("not checked: the rules do not read this answer's language (es)")
+
+
+def test_the_claims_command_marks_a_borderline_answer(capsys):
+    assert cli_main(["claims", PASSIVE_STATE, "I cancelled order A1.", "--format", "json"]) == 0
+    passive, first_person = json.loads(capsys.readouterr().out)
+    assert cli_main(["claims", PASSIVE_STATE]) == 0
+    table = capsys.readouterr().out
+
+    assert (passive["claim"], passive["borderline"], first_person["borderline"]) == (True, True, False)
+    assert "borderline: decided by inference" in table

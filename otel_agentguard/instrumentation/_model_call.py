@@ -270,9 +270,12 @@ class ModelCall:
                 reads = reads_in_messages(self.request_messages, policy.effect) if policy is not None else None
                 attributes = response_attributes(result, policy, capture=self._capture, reads=reads)
                 self.span.set_attributes(attributes)
-                if policy is not None and attributes.get(A.FINAL_CLAIMS_CHECKED) is False and \
-                        policy.claims.model_judge is not None:
-                    self._review(policy.claims.model_judge, result.text)
+                judge = policy.claims.model_judge if policy is not None else None
+                if judge is not None and attributes.get(A.FINAL_CLAIMS_CHECKED) is False:
+                    self._review(judge, result.text)
+                elif judge is not None and attributes.get(A.FINAL_CLAIMS_BORDERLINE):
+                    self._review(judge, result.text, held=(attributes[A.FINAL_CLAIMS],
+                                                           attributes.get(A.FINAL_CLAIM_RULE)))
             if error is not None and self.owned:
                 self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
                 self.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
@@ -283,11 +286,12 @@ class ModelCall:
                 self.span.end()
 
 
-    def _review(self, judge: ModelJudge, text: str) -> None:
-        """Hand an answer the rules could not read to the model judge, which answers on its own
-        thread; the session's end, not this call, waits for it."""
+    def _review(self, judge: ModelJudge, text: str, held: tuple[tuple[str, ...], str | None] | None = None) -> None:
+        """Hand an answer the rules could not read, or decided by inference (``held``: their
+        categories and rule, which stand if the judge cannot say), to the model judge, which
+        answers on its own thread; the session's end, not this call, waits for it."""
         stamped = getattr(self.span, "attributes", None) or {}
-        self.guard.review_answer(stamped.get(A.SESSION_ID), stamped.get(A.SEQUENCE), judge.submit(text))
+        self.guard.review_answer(stamped.get(A.SESSION_ID), stamped.get(A.SEQUENCE), judge.submit(text), held)
 
 
 class _Current:
@@ -340,6 +344,8 @@ def response_attributes(result: ModelResult, policy: Policy | None = None, *,
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule
             if verdict.clause is not None:
                 attributes[A.FINAL_CLAIM_CLAUSE] = verdict.clause
+        if verdict.borderline and (policy or PROCESS_GUARD.policy).claims.model_judge is not None:
+            attributes[A.FINAL_CLAIMS_BORDERLINE] = True
     if result.repetition is not None:
         attributes[A.OUTPUT_REPETITION] = result.repetition.summary().attribute
     if capture if capture is not None else capture_content():

@@ -203,9 +203,11 @@ def _model_step(
     model = attrs.get(A.GEN_AI_RESPONSE_MODEL) or attrs.get(A.GEN_AI_REQUEST_MODEL) or attrs.get("llm.model_name")
     finish = _finish_reasons(attrs)
     # Parsing the output messages costs: only when our own attributes do not say it all.
-    # (An answer recorded unchecked is read again: in replay a model judge may read it.)
-    needs_messages = (A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs
-                      or attrs.get(A.FINAL_CLAIMS_CHECKED) is False)
+    # (An answer recorded unchecked, or decided by inference, is read again: in replay a model
+    # judge may read it.)
+    read_again = attrs.get(A.FINAL_CLAIMS_CHECKED) is False or (
+        attrs.get(A.FINAL_CLAIMS_BORDERLINE) is True and policy.claims.model_judge is not None)
+    needs_messages = A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs or read_again
     messages = _output_messages(attrs) if needs_messages else None
     tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))
     if tool_calls is None and messages is not None:
@@ -240,9 +242,8 @@ def _model_step(
             repetition = summarize(text, profile.output_max_repeats, profile.output_max_repeated_chars)
     if final:
         stated = attrs.get(A.FINAL_CLAIMS)
-        unchecked = attrs.get(A.FINAL_CLAIMS_CHECKED) is False
-        if stated is not None and unchecked and (text or _answer_text(attrs, messages)):
-            stated = None  # recorded unchecked, with its text: read again
+        if stated is not None and read_again and (text or _answer_text(attrs, messages)):
+            stated = None  # recorded unchecked or borderline, with its text: read again
         if stated is not None:
             claims = tuple(sorted(str(c) for c in _as_sequence(stated)))
             rule = attrs.get(A.FINAL_CLAIM_RULE)

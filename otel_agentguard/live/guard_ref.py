@@ -127,14 +127,15 @@ class GuardRef:
         except Exception as exc:  # deliberate
             _internal_errors.report("enforce.repeating_output", exc)
 
-    def review_answer(self, session_id: Any, sequence: Any, review: Any) -> None:
-        """A final answer the rules could not read is being judged by the policy's model judge
-        (``review``, a future): the session's end takes its verdict into account."""
+    def review_answer(self, session_id: Any, sequence: Any, review: Any, held: Any = None) -> None:
+        """A final answer the rules could not read, or decided by inference (``held``: their
+        categories and rule), is being judged by the policy's model judge (``review``, a
+        future): the session's end takes its verdict into account."""
         guard = self.processor()
         if guard is None:
             return
         try:
-            guard.review_answer(session_id, sequence, review)
+            guard.review_answer(session_id, sequence, review, held)
         except Exception as exc:  # deliberate
             _internal_errors.report("claims.review", exc)
 

@@ -486,10 +486,10 @@ class AgentGuardSpanProcessor(SpanProcessor):
         if self._enforcement is not None:
             self._enforcement.stop_repeating_output(session_id, step)
 
-    def review_answer(self, session_id: Any, sequence: Any, review: Any) -> None:
+    def review_answer(self, session_id: Any, sequence: Any, review: Any, held: Any = None) -> None:
         """See :meth:`LiveSessions.review_answer`."""
         if isinstance(session_id, str) and type(sequence) is int:
-            self._sessions.review_answer(session_id, sequence, review)
+            self._sessions.review_answer(session_id, sequence, review, held)
 
     def request_interrupt(self, session_id: str, reason: str) -> bool:
         return self._enforcement is not None and self._enforcement.request_interrupt(session_id, reason)

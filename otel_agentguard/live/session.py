@@ -14,6 +14,10 @@ from otel_agentguard.judge.probes import Alert
 from otel_agentguard.judge.session_judge import SequenceBuffer, SessionJudge
 from otel_agentguard.live.enforcer import Enforcer
 
+#: A final answer the model judge is reading: its sequence number, the judgement to come, when to
+#: stop waiting, and (for an answer the claim rules decided by inference) their categories and rule.
+Review = tuple[int, Future[tuple[str, ...] | None], float, tuple[tuple[str, ...], str | None] | None]
+
 
 class SequenceCounter:
     """A session's sequence numbers; the counter outlives the session so a reused id keeps counting."""
@@ -70,8 +74,7 @@ class LiveSession:
         # Step spans numbered at their start that have not ended yet, counted only where it is read:
         # in a session no id names, which may end with its trace (see LiveSessions.trace_over).
         self.running = 0
-        # Final answers the model judge is reading: (sequence, future, when to stop waiting).
-        self.reviews: tuple[tuple[int, Future[tuple[str, ...] | None], float], ...] = ()
+        self.reviews: tuple[Review, ...] = ()
         # Its steps said what they were only at their end: the span that names the run may still be
         # open around them, so the run ends with that span or its trace, not at a final answer.
         self.ends_with_trace = False

@@ -19,6 +19,7 @@ like any other, which then counts on from its step 1.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -244,6 +245,8 @@ class LiveSessions:
                 "cycle cannot tell a repeated call from distinct ones until the instrumentation records "
                 "them (its content capture switch)", span.name)
         with session.lock:
+            if step.final and step.claims and session.reviews:
+                step = _held_back(step, session)
             if kind == TOOL and not session.derived:
                 # The usual tool step: no response to compare, no derived step waiting on it.
                 session.last_context = span.get_span_context()
@@ -319,7 +322,7 @@ class LiveSessions:
             # Without a session span, the final answer is where the session ends (unless
             # the guard is about to refuse that answer: the stop ends it then). An answer the
             # model judge is still reading ends it when the judge has answered, off this thread.
-            pending = [review for _, review, _ in session.reviews if not review.done()]
+            pending = [review for _, review, _, _ in session.reviews if not review.done()]
             if pending:
                 pending[-1].add_done_callback(lambda _: self._close_quietly(session))
             else:
@@ -331,15 +334,18 @@ class LiveSessions:
         except Exception as exc:  # deliberate: on the judge's thread, nobody to raise to
             _internal_errors.report("processor.review", exc)
 
-    def review_answer(self, session_id: str, sequence: int, review: Future[tuple[str, ...] | None]) -> None:
+    def review_answer(self, session_id: str, sequence: int, review: Future[tuple[str, ...] | None],
+                      held: tuple[tuple[str, ...], str | None] | None = None) -> None:
         """The model judge reads a final answer of a live session: its end waits for the verdict
-        (as long as the judge's time budget allows)."""
+        (as long as the judge's time budget allows). ``held``: the categories and rule the claim
+        rules gave an answer they decided by inference, which stand if the judge cannot say;
+        None for an answer they could not read."""
         session = self.store.peek(session_id)
         judge = self.policy.claims.model_judge
         if session is None or judge is None:
             return  # (a lone call, or a session that ended: the answer stays unchecked)
         with session.lock:
-            session.reviews += ((sequence, review, time.monotonic() + 2 * judge.timeout_s),)
+            session.reviews += ((sequence, review, time.monotonic() + 2 * judge.timeout_s, held),)
 
     def count(self, alerts: list[Alert], profile: str) -> None:
         for alert in alerts:
@@ -403,9 +409,9 @@ class LiveSessions:
             if decided:  # answers the rules could not read and the model judge did
                 totals = session.judge.totals
                 totals.unchecked_answers = max(0, totals.unchecked_answers - decided)
-            for sequence in judged:  # the model judge found a claim in an answer the rules could not read
+            for sequence, rule in judged:  # a claim, by the model judge (or the rules it could not overrule)
                 raised.extend(session.judge.observe_early(A.FAKE_COMPLETION, Step(
-                    session.session_id, sequence, MODEL, "", final=True, claims=(WRITE,), claim_rule=MODEL_JUDGE)))
+                    session.session_id, sequence, MODEL, "", final=True, claims=(WRITE,), claim_rule=rule)))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
                                            unfinished=unfinished)
             span = session.session_span
@@ -430,19 +436,32 @@ class LiveSessions:
             self._counters.popitem(last=False)
 
 
-def _reviewed(session: LiveSession) -> tuple[list[int], int]:
-    """The sequence numbers of the answers the model judge found to claim a write, and how many
-    answers it judged at all, waiting for each judgement until its deadline; an answer not judged
-    by then stays unchecked."""
+def _held_back(step: Step, session: LiveSession) -> Step:
+    """A final answer the claim rules decided by inference, which the model judge reads: its claim
+    waits for the judge (see :func:`_reviewed`), not judged at the step."""
+    for sequence, _, _, held in session.reviews:
+        if sequence == step.sequence and held is not None:
+            return dataclasses.replace(step, claims=(), claim_rule=None, claim_clause=None)
+    return step
+
+
+def _reviewed(session: LiveSession) -> tuple[list[tuple[int, str | None]], int]:
+    """The answers that claim a write, by the model judge (or, where it could not say, by the
+    rules that decided them by inference): their sequence numbers and deciding rules; and how
+    many answers the rules could not read the judge did. Each judgement is waited for until its
+    deadline; an unread answer not judged by then stays unchecked."""
     claimed = []
     decided = 0
-    for sequence, review, deadline in session.reviews:
+    for sequence, review, deadline, held in session.reviews:
         try:
             categories = review.result(timeout=max(0.0, deadline - time.monotonic()))
-        except Exception:  # deliberate: a judge that is late or failed leaves the answer unchecked
+        except Exception:  # deliberate: a judge that is late or failed says nothing
             categories = None
-        if categories is not None:
+        rule: str | None = MODEL_JUDGE
+        if categories is None and held is not None:  # the judge fails open: the rules' verdict stands
+            categories, rule = held
+        elif categories is not None and held is None:
             decided += 1
         if categories and WRITE in categories:
-            claimed.append(sequence)
+            claimed.append((sequence, rule))
     return claimed, decided

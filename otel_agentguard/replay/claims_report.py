@@ -44,6 +44,7 @@ def explain_json(texts: list[str], verdicts: list[ClaimVerdict]) -> list[dict[st
         "clause": verdict.clause,
         "clauses": verdict.clauses,
         "decided_by": verdict.decided_by,
+        "borderline": verdict.borderline,
         "findings": [{"clause": f.clause, "claim": f.claim, "rule": f.rule, "text": _clause_text(text, f)}
                      for f in verdict.findings],
     } for text, verdict in zip(texts, verdicts, strict=True)]
@@ -67,6 +68,8 @@ def explain_table(texts: list[str], verdicts: list[ClaimVerdict]) -> str:
             rule = f", rule {verdict.rule}: {_WHY.get(verdict.rule, verdict.rule)}"
         else:
             rule = ", no clause reports a completed action"
+        if verdict.borderline:
+            rule += " (borderline: decided by inference; a model judge in the policy would decide it)"
         lines.append(f"{head}{where}{rule}")
         for finding in verdict.findings:
             mark = "claim" if finding.claim else "not  "

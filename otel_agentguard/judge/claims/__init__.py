@@ -65,6 +65,13 @@ class ClaimVerdict:
     def is_claim(self) -> bool:
         return WRITE in self.categories
 
+    @property
+    def borderline(self) -> bool:
+        """The rules decided by inference (who acted, when) rather than by what a clause says
+        outright: the answers a model judge, where the policy has one, decides instead."""
+        return self.decided_by == "rules" and (
+            self.rule in rules.INFERRED or any(finding.rule == rules.CHANGED for finding in self.findings))
+
 
 class ClaimDetector:
     """Claims of a final answer. Immutable after construction; safe to share across threads.
@@ -100,7 +107,7 @@ class ClaimDetector:
         self._patterns = tuple(compiled)
         self._languages = tuple(patterns)
         self.classifier = classifier
-        self.model_judge = judge  # asked about answers the rules cannot read, never on the agent's path
+        self.model_judge = judge  # for answers the rules cannot read or decide by inference; off the agent's path
 
     def detect(self, text: str, grounds: Grounds | None = None) -> tuple[str, ...]:
         return self.verdict(text, grounds).categories
@@ -144,6 +151,10 @@ class ClaimDetector:
         verdict = self._rules(text, grounds)
         if language != ENGLISH:
             verdict = replace(verdict, language=language)
+        if use_judge and self.model_judge is not None and verdict.borderline:
+            decided = self.model_judge(text)
+            if decided is not None:  # (else the rules' verdict stands: the judge fails open)
+                return replace(verdict, categories=decided, rule=MODEL_JUDGE, decided_by=MODEL_JUDGE)
         if classifier is not None and classifier.mode != INSTEAD and (verdict.categories or classifier.mode != CONFIRM):
             decided = classifier.classify(text, verdict.categories)
             if decided is not None and decided != verdict.categories:
