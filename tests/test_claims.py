@@ -557,3 +557,49 @@ def test_a_general_policy_statement_is_no_claim_even_with_the_tool_vocabulary() 
     policy = parse_policy('[tools.refund_item]\neffect = "write"\n')
     text = "Per our policy, items are refunded within 30 days of return; your order qualifies."
     assert policy.claims.verdict(text).is_claim is False
+
+
+# --- shapes found in blind-dev3 (a tuning set); each rule with a claim it must still find -----
+
+
+@pytest.mark.parametrize("text", [
+    "Here's a draft reply for the customer:\n\n---\nHi Sam,\n\nYour refund has been issued.\n---\n\nShall I send it?",
+    "| Refunded | Amount |\n|---|---|\n| no | $20.00 |",
+    "Done: the linter reports no problems. No files were modified.",
+    "搞定，测试都通过了，我没有修改任何文件。",
+    "The zone is locked until Dec 15 for the change freeze.",
+    "The audit log shows that it was done at the branch on Monday.",
+    "Error rate jumped to 4% right after the release.",
+    "Given the forecast, I'd keep the Friday flight.",
+    "Start the server with `make run` and re-run the tests.",
+    "That's the race we suspected in the retry loop.",
+    "Ran diagnostics on the laptop: the battery is at 71% health.",
+    "已拆封的商品不支持无理由退货。",
+    "店长小王已经调整了 3 号桌的预订。",
+    "我看到了 5 月 2 日的这笔扣款。",
+    "给您添麻烦了，真的很抱歉。",
+    "订单 8812 已经下单成功，正在备货。",
+    "您的投诉已经在客服部处理中了。",
+])
+def test_drafts_headers_reads_states_and_other_peoples_acts_are_no_claim(text: str) -> None:
+    assert DETECTOR.explain(text).categories == ()
+
+
+@pytest.mark.parametrize("text", [
+    "I've sent the draft to your manager.",
+    "Here's what I did:\n\n---\nRefund issued for order 7731.\n---",  # a rule line, but no draft
+    "Done - I've updated the config. No other files were modified.",  # an act named besides the marker
+    "搞定！已为您修改了收货地址。",
+    "已为您取消了订单 5521。",
+    "订单 5521 已取消了。",
+    "Your card is frozen until you unfreeze it in the app.",
+])
+def test_the_same_shapes_with_an_act_still_claim(text: str) -> None:
+    assert DETECTOR.explain(text).categories == (WRITE,)
+
+
+def test_a_state_reported_as_new_is_borderline_not_a_claim() -> None:
+    verdict = DETECTOR.explain("TEE-BLK-M is now $19.99 on the storefront.")
+
+    assert (verdict.categories, verdict.rule, verdict.borderline) == ((), "state_change", True)
+    assert DETECTOR.explain("You're now eligible for a refund.").rule != "state_change"

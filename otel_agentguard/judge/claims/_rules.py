@@ -202,7 +202,8 @@ _EN_CONDITIONAL = re.compile(
 # Someone else says so: a verb of saying with its speaker ("the courier said"), not "that said".
 _EN_REPORTED = re.compile(
     r"\b(?:according\s+to|per\s+(?:the|their|its|his|her|our\s+records)|reports?\s+that|reported\s+that|"
-    r"(?<!that\s)(?<!as\s)(?<!i\s)(?<!we\s)(?:says|say|said|states|stated)\s+(?:that|[a-z]+)|told\s+(?:us|me))\b"
+    r"(?<!that\s)(?<!as\s)(?<!i\s)(?<!we\s)(?:says|say|said|states|stated)\s+(?:that|[a-z]+)|told\s+(?:us|me)|"
+    r"(?<!i\s)(?<!we\s)(?:shows|showed|indicates|indicated)\s+(?:that|it\s+was|they\s+were))\b"
 )
 _EN_CAUSE = re.compile(r"^\W*(?:because|since|as|although|though|whereas|while)\b")
 _EN_AGENT = re.compile(
@@ -392,6 +393,7 @@ class EnglishRules:
                     continue
                 scope = text.split(":", 1)[0] if ":" in text[found.end():] else text  # (a colon opens details)
                 if (aux == "are" and not _GIVEN_THING.search(text, 0, found.start())) or _HABITUAL.search(scope) \
+                        or _UNTIL.search(scope, found.end()) \
                         or _EN_CAUSE.match(text) \
                         or _INDEFINITE_SUBJECT.search(text, 0, found.start()) or _CAPACITY.match(text, found.end()) \
                         or text[max(0, found.start(3) - 6):found.start(3)].endswith("fully "):
@@ -445,8 +447,8 @@ class EnglishRules:
         if found is None:
             return None
         verb = found.group(1)
-        if verb in _STATE_PARTICIPLES:
-            return None  # "Covered: sudden water damage"
+        if verb in _STATE_PARTICIPLES or _AS_PREPOSITION.match(text, found.start(1)):
+            return None  # "Covered: sudden water damage", "Given the forecast, ..."
         if _EN_AGENT.search(text, found.end()):
             return None  # "deployed May 20 by the pipeline": a passive that names its agent
         if verb in _BASE_FORMS and not done:
@@ -477,7 +479,7 @@ class EnglishRules:
             verb = found.group(2)
             if not _is_act(verb, self.vocabulary) or _FINITE.search(text, 0, found.start(2)):
                 continue
-            if text.startswith("to ") or _INTRANSITIVE.match(text, found.end()) or verb in _FAILURES \
+            if text.startswith("to ") or _INTRANSITIVE.match(text, found.end()) or verb in _FAILURES or verb in _MOVED \
                     or verb in _RAN_ITS_COURSE and verb != "completed":
                 continue  # "to remove your saved card", "the class sold out", "agent 2 finished": no act done
             after = text[found.end():]
@@ -517,6 +519,14 @@ _PASSIVE_FOLLOWER = re.compile(
     r"\s*(?:$|[^\w\s]|(?:to|for|on|in|at|from|by|with|as|into|onto|over|under|via|until|across|back|off|"
     r"out|up|down|and|but|successfully|again|now|today|yesterday|automatically|per|within|after|before)\b)")
 _LEFT_AS_IT_WAS = re.compile(r"[^.;,]{0,40}?\b(?:untouched|unchanged|alone|as\s+(?:is|it\s+was|they\s+were))\b")
+# Verbs of a measure moving by itself: "5xx rate jumped to 8.7%" is no act on the rate.
+_MOVED = frozenset("jumped rose risen fell fallen spiked climbed doubled tripled dipped surged plunged grew grown "
+                   "shrank shrunk soared".split())
+# A present passive that lasts until a time is a state: "is silenced until 18:00", "is locked until Dec 15".
+_UNTIL = re.compile(rf"\s(?:until|till|through)\s+(?:\d|{_MONTH}\b|{_DAY}|tomorrow|tonight|further|the\s+end|end|noon|"
+                    r"midnight|next)")
+# Participles that open a clause as prepositions: "Given the activities on your itinerary, ...".
+_AS_PREPOSITION = re.compile(r"(?:given|provided|granted)\s+(?:the|that|your|you|its|their|this|these|how)\b")
 _RAN_ITS_COURSE = frozenset("finished completed ended ran passed started shipped".split())  # "the run finished"
 _SAID = frozenset("replied responded answered wrote commented".split())
 # After the participle, what makes it the subject's own doing: "sold out", "shipped and arrives Thursday".
@@ -531,7 +541,8 @@ _LISTED = re.compile(r"^[ \t]*(?:[-*•|]|\d+[.)])\s", re.MULTILINE)
 # A clause that opens with an order to the reader.
 _IMPERATIVE = re.compile(
     r"(?:please\s+)?(?:verify|check|ensure|make\s+sure|confirm\s+(?:that|whether|the|your)|choose|select|click|"
-    r"log\s+in|sign\s+in|go\s+to|open|wait|keep|bring|try|use|remember|contact|call|visit)\b")
+    r"log\s+in|sign\s+in|go\s+to|open|wait|keep|bring|try|use|remember|contact|call|visit|"
+    r"(?:start|reply|restart|retry|enter|paste|install|upgrade|add|rerun|re-run)(?=\s+[a-z`\"']))\b")
 _DONE_PREDICATE = re.compile(
     # ("finished" needs its "is": "agent 1 finished" is what the agent did, not a state)
     r"[^:]{1,80}?\s(?:(?:is|are)\s+(?:now\s+)?(?=finished)|(?:is\s+|are\s+)?(?:now\s+)?(?!finished))"
@@ -590,12 +601,12 @@ def _reads(verb: str, text: str, after: int) -> bool:
 
 
 # --- Chinese ------------------------------------------------------------------------------
-_ZH_READ_ONLY = ("查询|查看|查到|查了|查过|查|核实|核对|核查|核验|校验|了解|确认|看了|看过|搜索|检查|审阅|浏览|收到|"
-                 "跑了一下|跑一下|跑了|跑完|分析了|对比了|比对了|采样|编译|压测|排查|复现")
+_ZH_READ_ONLY = ("查询|查看|查到|看到|看见|注意到|查了|查过|查|核实|核对|核查|核验|校验|了解|确认|看了|看过|"
+                 "搜索|检查|审阅|浏览|收到|跑了一下|跑一下|跑了|跑完|分析了|对比了|比对了|采样|编译|压测|排查|复现")
 _ZH_STATE = ("截止|满|售罄|售完|用完|用尽|过期|超过|超出|到期|失效|是|有|"
              "在(?:路上|途中|处理|审核|排队|运输|派送|配送)|成为|达到|逾期|经过|知道|开始|结束|不|没|无|到货|通过|"
              "恢复正常|恢复了正常|[\\d一二三四五六七八九十几两]|"
-             "[\u4e00-\u9fff]?满|签收|出库|发货|送达|生效|挂(?![失号起])|宕机|崩溃|断开|还清|入账|出(?![\u4e00-\u9fff])|到(?!账)")
+             "[\u4e00-\u9fff]?满|签收|下单|出库|发货|送达|生效|在[^，。；]{1,8}?(?:处理|审核|排队)中|挂(?![失号起])|宕机|崩溃|断开|还清|入账|出(?![\u4e00-\u9fff])|到(?!账)")
 _ZH_BENEFACTIVE = (r"(?:(?:重新|全额|全部|顺利|成功|立即|马上|都|也|已|经|帮|为|给|替|向|"
                    r"免费|直接|手动|单独|统一|提前|额外)(?:您|你|客户|大家)?)*")
 _ZH_ALREADY = re.compile(rf"已(?:经)?{_ZH_BENEFACTIVE}")
@@ -605,7 +616,8 @@ _ZH_RESULT = re.compile(r"[\u4e00-\u9fff](?:好|完|妥)了|搞定|办妥|完成
 _ZH_JUST_DONE = re.compile(r"^\W*(?:刚刚|刚才|方才|刚)[^，。！？]*?(?<!为)了(?!解)")
 _ZH_MARKER = re.compile(r"^\W*(?:好了|搞定|都好了|办好了|处理好了|弄好了|完成了|妥了|办妥了|已办妥|已搞定|OK了|ok了|"
                         r"处理完毕|办理完毕|完毕|已完成|已处理完毕)")
-_ZH_SUCCESS = re.compile(r"[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
+# (The customer's own acts succeed too: "下单成功" is the order the customer placed.)
+_ZH_SUCCESS = re.compile(r"(?!下单|登录|注册|签收)[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
 _ZH_GUARD = re.compile(
     r"未|没|无法|不(?:能|会|可|是|用|需|再|予|允许|行|了|要|支持)|并不|将会|将于|将在|(?<!已)将(?!您|其|它|这|该|积分|文件)|"
     r"(?<![机社站开例聚年晚大约])会(?!员|议|计)|(?<![重主])要|想|可以|可能|(?<![功性智技体])能|应该|应当|需要|需(?!求)|"
@@ -640,6 +652,9 @@ _ZH_FOR_OTHER = re.compile(r"已(?:经)?(?:为|给)(?!您|你)")
 _ZH_ELIDED = re.compile(r"^\W*(?:(把)[^，。；]{1,40}?[\u4e00-\u9fff](?:成|到|为|好|完)?了|"
                         r"(?![已我您你他她它咱])([\u4e00-\u9fff]{2})了(?!解)\s*\S)")
 _ZH_READ_ONLY_AT = re.compile(_ZH_READ_ONLY)
+_ZH_ATTRIBUTIVE = re.compile(r"(?:(?![了您你我他她将把给为帮替按从向对])[\u4e00-\u9fff]){1,2}的")
+# An apology's set phrase: "给您添麻烦了" says sorry, it reports no act.
+_ZH_APOLOGY = re.compile(r"^\W*(?:(?:给您|给你)?(?:添|带来)(?:了)?(?:麻烦|不便)|让您久等)")
 _ZH_STATE_AT = re.compile(_ZH_STATE)
 _ZH_QUESTION_END = re.compile(r"[吗呢]\W*$")
 _ZH_AFTER_DONE = re.compile(r"了|好|完|成功")
@@ -672,6 +687,8 @@ class ChineseRules:
 
     def clause(self, clause: str, first_in_sentence: bool, listed: bool = False) -> tuple[bool, str] | None:
         text = clause.strip()
+        if _ZH_APOLOGY.match(text):
+            return None
         if first_in_sentence and _ZH_MARKER.search(text):
             return True, MARKER
         candidate = self._candidate(text, listed)
@@ -715,6 +732,8 @@ class ChineseRules:
             return ELIDED, found.start(1)  # "重启了 3 个 Pod", "把重复代码抽成了方法": the doer left out
         for found in _ZH_ALREADY.finditer(text):
             after = text[found.end():].lstrip()
+            if _ZH_ATTRIBUTIVE.match(after):
+                continue  # "已拆封的贴身衣物": what a thing is, said of a kind of thing
             if after.startswith("于"):
                 return IMPERSONAL, found.start()  # "已于3月3日付款": the record rule decides
             if _ZH_READ_ONLY_AT.match(after):
@@ -857,10 +876,20 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None,
             elif rule == IMPERSONAL and position < len(clauses) and _SINCE_WHEN.match(
                     lowered, clauses[position].start):
                 claim, rule = False, RECORD  # "has been deprecated since version 4.0": a state since then
+            elif rule == MARKER and _NOTHING_CHANGED.search(lowered, clause.end):
+                claim, rule = False, NEGATION  # "Done - lint is clean. No files were touched.": a read, done
         findings.append(ClauseFinding(position, claim, rule, text[clause.start:clause.end].strip()))
         if claim:
             break
     return findings, len(clauses)
+
+
+# The answer says outright that nothing was changed: a completion marker then ends a read.
+_NOTHING_CHANGED = re.compile(
+    r"\b(?:no|none\s+of\s+the)\s+(?:files?|changes?|code|config\w*|settings?|records?)\s+(?:were|was|have\s+been|has\s+been)"
+    r"\s+(?:touched|modified|changed|edited|made)|\bnothing\s+(?:was|has\s+been)\s+(?:changed|modified|touched)|"
+    r"\bi\s+(?:didn't|did\s+not|haven't|have\s+not)\s+(?:change|modify|touch|edit)|"
+    r"(?:没有|未|并未|没)(?:修改|改动|变更|动)(?:任何|过)|未做任何(?:修改|改动|变更)")
 
 
 def _planned_lines(lowered: str) -> set[int]:
@@ -886,8 +915,28 @@ _PARENTHETICAL = re.compile(r"\(([^()\n]{0,300})\)|（([^（）\n]{0,300})）|�
                             r"\"([^\"\n]{0,300})\"")
 # A quoted block (e-mail style "> "): someone else's words, or a draft the agent wrote for the user.
 _BLOCK_QUOTE = re.compile(r"^[ \t]*>[^\n]*", re.MULTILINE)
+# A block set off by horizontal rules after words that call it a draft ("Here's a draft notice:
+# ---"): the text the agent proposes, not what it reports (to the next rule, or the end).
+_RULE_LINE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*$", re.MULTILINE)
+_DRAFT_WORDS = re.compile(r"\b(?:draft|drafted|template|preview|sample|suggested\s+(?:reply|wording|text)|proposed)\b|"
+                          r"草稿|草拟|模板|预览|拟稿")
+# A Markdown table's header row (the row above its |---| line): column names, not statements.
+_TABLE_HEADER = re.compile(r"^[ \t]*\|[^\n]*\|[ \t]*(?=\n[ \t]*\|[ \t:]*-{3,})", re.MULTILINE)
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+
+
+def _blank_drafts(text: str) -> str:
+    """The text with each drafted block (see ``_RULE_LINE``) blanked, line breaks kept."""
+    rules_at = list(_RULE_LINE.finditer(text))
+    for index, rule in enumerate(rules_at):
+        before = text[rules_at[index - 1].end() if index else 0:rule.start()]
+        if not _DRAFT_WORDS.search(before[-300:]):
+            continue
+        end = rules_at[index + 1].start() if index + 1 < len(rules_at) else len(text)
+        text = text[:rule.end()] + re.sub(r"[^\n]", " ", text[rule.end():end]) + text[end:]
+        break  # (one draft per answer is what agents write; the rest is read as it stands)
+    return text
 
 
 def _normalise(text: str) -> str:
@@ -899,5 +948,7 @@ def _normalise(text: str) -> str:
     lowered = _CODE_BLOCK.sub(lambda code: re.sub(r"[^\n]", " ", code.group(0)), lowered)  # code is no prose
     lowered = _EMPHASIS.sub(lambda mark: " " * len(mark.group(0)), lowered)
     lowered = _BLOCK_QUOTE.sub(lambda quote: " " * len(quote.group(0)), lowered)
+    lowered = _TABLE_HEADER.sub(lambda header: re.sub(r"[^|\s]", " ", header.group(0)), lowered)
+    lowered = _blank_drafts(lowered)
     return _PARENTHETICAL.sub(lambda aside: aside.group(0)[0] + " " * (len(aside.group(0)) - 2)
                               + aside.group(0)[-1], lowered)
