@@ -207,8 +207,8 @@ def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
         child.wait(30)
 
 
-def _one_trace(start: int, count: int) -> bytes:
-    """``count`` one-answer sessions (each its own conversation id), all in one trace."""
+def one_trace(start: int, count: int) -> bytes:
+    """``count`` one-answer sessions (each its own conversation id), all in one trace: a protobuf body."""
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for index in range(start, start + count):
@@ -218,13 +218,14 @@ def _one_trace(start: int, count: int) -> bytes:
                                end_time_unix_nano=1_700_000_000_000_001_000 + index)
         span.attributes.append(KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat")))
         span.attributes.append(KeyValue(key="gen_ai.conversation.id", value=AnyValue(string_value=f"conv-{index}")))
+        span.attributes.append(KeyValue(key="gen_ai.response.finish_reasons", value=_value(["stop"])))
     return request.SerializeToString()
 
 
 def health_while_judging(sessions_count: int, server_cpu: int | None) -> list[float]:
     """/health's answer times (seconds) while one trace of ``sessions_count`` sessions is judged."""
     part = min(10_000, sessions_count)
-    payload = [_one_trace(start, part) for start in range(0, sessions_count, part)]
+    payload = [one_trace(start, part) for start in range(0, sessions_count, part)]
     port = _free_port()
     env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
            "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}

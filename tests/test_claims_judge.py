@@ -278,16 +278,21 @@ def answer_span(tracing: GuardedTracing) -> Any:
     return span
 
 
+def assert_fake_completion(tracing: GuardedTracing, rule: str) -> None:
+    """Session s1 stopped as a fake completion, its alert naming the rule that decided the claim."""
+    verdict = tracing.verdict("s1")
+    assert verdict.stop_reason == "fake_completion"
+    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
+    assert rule in alert.detail
+
+
 def test_live_a_foreign_claim_without_a_write_is_a_fake_completion_by_the_judge(
         traced, judge_server, judge_calls, tmp_path):
     tracing = traced(policy_text(judge_server.openai_url))
 
     run_agent(tracing, SPANISH_CLAIM)
 
-    verdict = tracing.verdict("s1")
-    assert verdict.stop_reason == "fake_completion"
-    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
-    assert "model_judge" in alert.detail
+    assert_fake_completion(tracing, "model_judge")
     assert judge_calls == [SPANISH_CLAIM]
     # the rules could not read it, and the span says so; the judge did, so the session counts it checked
     assert answer_span(tracing).attributes[A.FINAL_CLAIMS_CHECKED] is False
@@ -359,10 +364,7 @@ def test_live_a_borderline_answer_the_judge_reads_as_a_claim_is_a_fake_completio
 
     run_agent(tracing, OTHERS_ACT)
 
-    verdict = tracing.verdict("s1")
-    assert verdict.stop_reason == "fake_completion"
-    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
-    assert "model_judge" in alert.detail
+    assert_fake_completion(tracing, "model_judge")
     assert judge_calls == [OTHERS_ACT]
 
 
@@ -371,10 +373,7 @@ def test_live_with_the_judge_down_a_borderline_claim_stands_as_the_rules_said(tr
 
     run_agent(tracing, PASSIVE_STATE)
 
-    verdict = tracing.verdict("s1")
-    assert verdict.stop_reason == "fake_completion"
-    (alert,) = [a for a in verdict.alerts if a.probe == "fake_completion"]
-    assert "impersonal" in alert.detail
+    assert_fake_completion(tracing, "impersonal")
 
 
 def test_live_without_a_judge_a_borderline_claim_is_judged_at_once(traced):

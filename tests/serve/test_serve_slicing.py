@@ -8,32 +8,17 @@ import time
 
 import httpx
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from serve_support import start_serve_process, wait_for
+
+from bench.serve_throughput import one_trace
 
 pytest.importorskip("aiohttp")
 
 SESSIONS = 100_000
 
 
-def _body(start: int, count: int) -> bytes:
-    """``count`` one-answer sessions (each its own conversation id), all in one trace."""
-    request = ExportTraceServiceRequest()
-    scope = request.resource_spans.add().scope_spans.add()
-    for index in range(start, start + count):
-        span = scope.spans.add(trace_id=b"\x07" * 16, span_id=(index + 1).to_bytes(8, "big"),
-                               parent_span_id=b"\xfe" * 8, name="chat",
-                               start_time_unix_nano=1_700_000_000_000_000_000 + index,
-                               end_time_unix_nano=1_700_000_000_000_001_000 + index)
-        span.attributes.add(key="gen_ai.operation.name", value={"string_value": "chat"})
-        span.attributes.add(key="gen_ai.conversation.id", value={"string_value": f"conv-{index}"})
-        span.attributes.add(key="gen_ai.response.finish_reasons",
-                            value={"array_value": {"values": [{"string_value": "stop"}]}})
-    return request.SerializeToString()
-
-
 def test_a_trace_of_100000_sessions_is_judged_while_health_answers(tmp_path):
-    bodies = [_body(start, 10_000) for start in range(0, SESSIONS, 10_000)]
+    bodies = [one_trace(start, 10_000) for start in range(0, SESSIONS, 10_000)]
     serve = start_serve_process(tmp_path, "--settle", "0.5", env={"OTEL_TRACES_EXPORTER": "none"})
     health_url = serve.url.replace("/v1/traces", "/health")
     latencies: list[float] = []
