@@ -567,7 +567,6 @@ def test_a_general_policy_statement_is_no_claim_even_with_the_tool_vocabulary() 
     "| Refunded | Amount |\n|---|---|\n| no | $20.00 |",
     "Done: the linter reports no problems. No files were modified.",
     "搞定，测试都通过了，我没有修改任何文件。",
-    "The zone is locked until Dec 15 for the change freeze.",
     "The audit log shows that it was done at the branch on Monday.",
     "Error rate jumped to 4% right after the release.",
     "Given the forecast, I'd keep the Friday flight.",
@@ -578,7 +577,6 @@ def test_a_general_policy_statement_is_no_claim_even_with_the_tool_vocabulary() 
     "店长小王已经调整了 3 号桌的预订。",
     "我看到了 5 月 2 日的这笔扣款。",
     "给您添麻烦了，真的很抱歉。",
-    "订单 8812 已经下单成功，正在备货。",
     "您的投诉已经在客服部处理中了。",
 ])
 def test_drafts_headers_reads_states_and_other_peoples_acts_are_no_claim(text: str) -> None:
@@ -593,6 +591,16 @@ def test_drafts_headers_reads_states_and_other_peoples_acts_are_no_claim(text: s
     "已为您取消了订单 5521。",
     "订单 5521 已取消了。",
     "Your card is frozen until you unfreeze it in the app.",
+    # words that open an instruction, a draft or a doer's name, where they open none
+    "Reply sent: I emailed Sam the tracking number.",
+    "Start time changed to 9am.",
+    "Enter the code I sent to your phone.",
+    "Proposed changes\n---\nI merged PR #12 and deployed it.",
+    "I pulled a sample of the logs.\n\n---\n\nI restarted the worker.",
+    "All set! I didn't change the tests, only the handler.",
+    "现在已经取消了订单 5521。",
+    "这边已经取消了订单。",
+    "我已为您下单成功。",
 ])
 def test_the_same_shapes_with_an_act_still_claim(text: str) -> None:
     assert DETECTOR.explain(text).categories == (WRITE,)

@@ -376,6 +376,40 @@ def test_live_with_the_judge_down_a_borderline_claim_stands_as_the_rules_said(tr
     assert_fake_completion(tracing, "impersonal")
 
 
+def run_turns(tracing: GuardedTracing, turns: list[str | None]) -> None:
+    """One session of several turns: each a final answer of the agent's model, or None for a
+    write that succeeds (cancel_order)."""
+    @ag.tool(tracer_provider=tracing.tracer_provider)
+    def cancel_order(order: str) -> dict:
+        return {"order": order, "status": "cancelled"}
+
+    answers = iter([turn for turn in turns if turn is not None])
+    with ScriptedModelServer(lambda request: Turn.answer(next(answers))) as agent_model:
+        client = openai.OpenAI(base_url=agent_model.openai_url, api_key="test", max_retries=0)
+        with tracing.session("s1"):
+            for turn in turns:
+                if turn is None:
+                    cancel_order("A1")
+                else:
+                    client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "A1?"}])
+
+
+def test_live_a_held_claim_is_judged_against_the_writes_before_it_not_after(traced):
+    tracing = traced(policy_text(closed_port_url(), judge_timeout_ms=300))  # down: the rules' claim stands
+
+    run_turns(tracing, [PASSIVE_STATE, None, "I cancelled order A1."])
+
+    assert_fake_completion(tracing, "impersonal")
+
+
+def test_live_after_a_write_a_borderline_answer_is_no_fake_completion(traced, judge_server, judge_calls):
+    tracing = traced(policy_text(judge_server.openai_url))
+
+    run_turns(tracing, [None, OTHERS_ACT])  # the judge reads a claim, but a write came before it
+
+    assert tracing.verdict("s1").stop_reason == "completed"
+
+
 def test_live_without_a_judge_a_borderline_claim_is_judged_at_once(traced):
     tracing = traced('[tools.get_order]\neffect = "read"\n[tools.cancel_order]\neffect = "write"\n')
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from otel_agentguard import attributes as A
 from otel_agentguard.judge import _ranges
-from otel_agentguard.judge.claims import Grounds
+from otel_agentguard.judge.claims import Grounds, classifier_may_wait
 from otel_agentguard.judge.claims.reads import reads_in_messages
 from otel_agentguard.judge.fingerprints._json_text import decode_payload
 from otel_agentguard.judge.fingerprints.payloads import NO_MEMORY, PayloadFingerprints
@@ -203,10 +203,11 @@ def _model_step(
     model = attrs.get(A.GEN_AI_RESPONSE_MODEL) or attrs.get(A.GEN_AI_REQUEST_MODEL) or attrs.get("llm.model_name")
     finish = _finish_reasons(attrs)
     # Parsing the output messages costs: only when our own attributes do not say it all.
-    # (An answer recorded unchecked, or decided by inference, is read again: in replay a model
-    # judge may read it.)
+    # (An answer recorded unchecked is read again: in replay a model judge may read it; so is one
+    # the rules decided by inference, in replay only: live, the judge already has it.)
     read_again = attrs.get(A.FINAL_CLAIMS_CHECKED) is False or (
-        attrs.get(A.FINAL_CLAIMS_BORDERLINE) is True and policy.claims.model_judge is not None)
+        attrs.get(A.FINAL_CLAIMS_BORDERLINE) is True and policy.claims.model_judge is not None
+        and classifier_may_wait())
     needs_messages = A.FINAL_CLAIMS not in attrs or A.RESPONSE_TOOL_CALLS not in attrs or read_again
     messages = _output_messages(attrs) if needs_messages else None
     tool_calls = _int_or_none(attrs.get(A.RESPONSE_TOOL_CALLS))

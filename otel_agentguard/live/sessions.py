@@ -245,7 +245,7 @@ class LiveSessions:
                 "cycle cannot tell a repeated call from distinct ones until the instrumentation records "
                 "them (its content capture switch)", span.name)
         with session.lock:
-            if step.final and step.claims and session.reviews:
+            if step.final and session.reviews:
                 step = _held_back(step, session)
             if kind == TOOL and not session.derived:
                 # The usual tool step: no response to compare, no derived step waiting on it.
@@ -410,7 +410,7 @@ class LiveSessions:
                 totals = session.judge.totals
                 totals.unchecked_answers = max(0, totals.unchecked_answers - decided)
             for sequence, rule in judged:  # a claim, by the model judge (or the rules it could not overrule)
-                raised.extend(session.judge.observe_early(A.FAKE_COMPLETION, Step(
+                raised.extend(_judged_as_at_its_step(session, Step(
                     session.session_id, sequence, MODEL, "", final=True, claims=(WRITE,), claim_rule=rule)))
             verdict = session.judge.finish(error=error, interrupt=session.interrupt, end_ns=time.time_ns(),
                                            unfinished=unfinished)
@@ -437,12 +437,29 @@ class LiveSessions:
 
 
 def _held_back(step: Step, session: LiveSession) -> Step:
-    """A final answer the claim rules decided by inference, which the model judge reads: its claim
-    waits for the judge (see :func:`_reviewed`), not judged at the step."""
-    for sequence, _, _, held in session.reviews:
-        if sequence == step.sequence and held is not None:
+    """A final answer the model judge reads (under the session lock): after a write that
+    succeeded its claim would be no fake completion, so the judge's answer is not waited for;
+    otherwise the claim the rules inferred waits for the judge (see :func:`_reviewed`)."""
+    for index, (sequence, _, _, held) in enumerate(session.reviews):
+        if sequence != step.sequence:
+            continue
+        if session.judge.totals.wrote:
+            session.reviews = session.reviews[:index] + session.reviews[index + 1:]
+        elif held is not None and step.claims:
             return dataclasses.replace(step, claims=(), claim_rule=None, claim_clause=None)
+        break
     return step
+
+
+def _judged_as_at_its_step(session: LiveSession, step: Step) -> list[Alert]:
+    """``fake_completion`` for an answer judged at the session's end as it would have been at its
+    step: no write succeeded before it (see :func:`_held_back`), so writes after it do not count."""
+    totals = session.judge.totals
+    wrote, totals.wrote = totals.wrote, False
+    try:
+        return session.judge.observe_early(A.FAKE_COMPLETION, step)
+    finally:
+        totals.wrote = wrote
 
 
 def _reviewed(session: LiveSession) -> tuple[list[tuple[int, str | None]], int]:

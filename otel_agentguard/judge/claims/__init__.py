@@ -199,6 +199,12 @@ def classifier_everywhere() -> Iterator[None]:
         _classifier_everywhere.reset(token)
 
 
+def classifier_may_wait() -> bool:
+    """Whether this code runs inside :func:`classifier_everywhere` (replay), where the
+    classifier and the model judge may be waited for."""
+    return _classifier_everywhere.get()
+
+
 def _clause_at(text: str, offset: int | None) -> int | None:
     if offset is None:
         return None

@@ -345,8 +345,8 @@ class EnglishRules:
         ``done``: a done mark (a ticked box, a check mark) goes with the clause; ``listed``: the
         clause is a list item or a table row."""
         vocabulary = self.vocabulary
-        if not done and _IMPERATIVE.match(text):
-            return None  # "Verify a fresh lease is issued": an instruction, whatever it holds
+        if not done and _IMPERATIVE.match(text) and not _SPEAKER.search(text):
+            return None  # "Verify a fresh lease is issued": an instruction (unless it says what I did)
         read_only_at = None
         found: re.Match[str] | None
         for found in _FIRST_PERSON_ABLE.finditer(text):
@@ -393,7 +393,6 @@ class EnglishRules:
                     continue
                 scope = text.split(":", 1)[0] if ":" in text[found.end():] else text  # (a colon opens details)
                 if (aux == "are" and not _GIVEN_THING.search(text, 0, found.start())) or _HABITUAL.search(scope) \
-                        or _UNTIL.search(scope, found.end()) \
                         or _EN_CAUSE.match(text) \
                         or _INDEFINITE_SUBJECT.search(text, 0, found.start()) or _CAPACITY.match(text, found.end()) \
                         or text[max(0, found.start(3) - 6):found.start(3)].endswith("fully "):
@@ -495,6 +494,7 @@ class EnglishRules:
 
 
 _SPEAKER_BEFORE = re.compile(r"\b(?:i|we)\s*$")
+_SPEAKER = re.compile(r"\b(?:i|we)(?:'ve|'d)?\s")
 # Layout around a clause: bullets, numbers, check boxes, headings, table bars, emoji.
 _DONE_MARK = re.compile(r"[✅✔☑✓]|\[[x✓✔]\]")
 _LAYOUT = re.compile(r"^(?:[\s\-*•>#|:.]|\d+[.)]|\[[x✓✔ ]\]|[^\w\s$€£¥#@%&'\"(])+")
@@ -522,9 +522,6 @@ _LEFT_AS_IT_WAS = re.compile(r"[^.;,]{0,40}?\b(?:untouched|unchanged|alone|as\s+
 # Verbs of a measure moving by itself: "5xx rate jumped to 8.7%" is no act on the rate.
 _MOVED = frozenset("jumped rose risen fell fallen spiked climbed doubled tripled dipped surged plunged grew grown "
                    "shrank shrunk soared".split())
-# A present passive that lasts until a time is a state: "is silenced until 18:00", "is locked until Dec 15".
-_UNTIL = re.compile(rf"\s(?:until|till|through)\s+(?:\d|{_MONTH}\b|{_DAY}|tomorrow|tonight|further|the\s+end|end|noon|"
-                    r"midnight|next)")
 # Participles that open a clause as prepositions: "Given the activities on your itinerary, ...".
 _AS_PREPOSITION = re.compile(r"(?:given|provided|granted)\s+(?:the|that|your|you|its|their|this|these|how)\b")
 _RAN_ITS_COURSE = frozenset("finished completed ended ran passed started shipped".split())  # "the run finished"
@@ -542,7 +539,7 @@ _LISTED = re.compile(r"^[ \t]*(?:[-*•|]|\d+[.)])\s", re.MULTILINE)
 _IMPERATIVE = re.compile(
     r"(?:please\s+)?(?:verify|check|ensure|make\s+sure|confirm\s+(?:that|whether|the|your)|choose|select|click|"
     r"log\s+in|sign\s+in|go\s+to|open|wait|keep|bring|try|use|remember|contact|call|visit|"
-    r"(?:start|reply|restart|retry|enter|paste|install|upgrade|add|rerun|re-run)(?=\s+[a-z`\"']))\b")
+    r"(?:start|reply|restart|retry|rerun|re-run)(?=\s+(?:it|them|the|your|this|that|with|to|`)))\b")
 _DONE_PREDICATE = re.compile(
     # ("finished" needs its "is": "agent 1 finished" is what the agent did, not a state)
     r"[^:]{1,80}?\s(?:(?:is|are)\s+(?:now\s+)?(?=finished)|(?:is\s+|are\s+)?(?:now\s+)?(?!finished))"
@@ -606,7 +603,7 @@ _ZH_READ_ONLY = ("查询|查看|查到|看到|看见|注意到|查了|查过|查
 _ZH_STATE = ("截止|满|售罄|售完|用完|用尽|过期|超过|超出|到期|失效|是|有|"
              "在(?:路上|途中|处理|审核|排队|运输|派送|配送)|成为|达到|逾期|经过|知道|开始|结束|不|没|无|到货|通过|"
              "恢复正常|恢复了正常|[\\d一二三四五六七八九十几两]|"
-             "[\u4e00-\u9fff]?满|签收|下单|出库|发货|送达|生效|在[^，。；]{1,8}?(?:处理|审核|排队)中|挂(?![失号起])|宕机|崩溃|断开|还清|入账|出(?![\u4e00-\u9fff])|到(?!账)")
+             "[\u4e00-\u9fff]?满|签收|出库|发货|送达|生效|在[^，。；]{1,8}?(?:处理|审核|排队)中|挂(?![失号起])|宕机|崩溃|断开|还清|入账|出(?![\u4e00-\u9fff])|到(?!账)")
 _ZH_BENEFACTIVE = (r"(?:(?:重新|全额|全部|顺利|成功|立即|马上|都|也|已|经|帮|为|给|替|向|"
                    r"免费|直接|手动|单独|统一|提前|额外)(?:您|你|客户|大家)?)*")
 _ZH_ALREADY = re.compile(rf"已(?:经)?{_ZH_BENEFACTIVE}")
@@ -616,8 +613,7 @@ _ZH_RESULT = re.compile(r"[\u4e00-\u9fff](?:好|完|妥)了|搞定|办妥|完成
 _ZH_JUST_DONE = re.compile(r"^\W*(?:刚刚|刚才|方才|刚)[^，。！？]*?(?<!为)了(?!解)")
 _ZH_MARKER = re.compile(r"^\W*(?:好了|搞定|都好了|办好了|处理好了|弄好了|完成了|妥了|办妥了|已办妥|已搞定|OK了|ok了|"
                         r"处理完毕|办理完毕|完毕|已完成|已处理完毕)")
-# (The customer's own acts succeed too: "下单成功" is the order the customer placed.)
-_ZH_SUCCESS = re.compile(r"(?!下单|登录|注册|签收)[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
+_ZH_SUCCESS = re.compile(r"[\u4e00-\u9fff]{2}成功|成功(?:为您|帮您|给您)?[\u4e00-\u9fff]{2}")
 _ZH_GUARD = re.compile(
     r"未|没|无法|不(?:能|会|可|是|用|需|再|予|允许|行|了|要|支持)|并不|将会|将于|将在|(?<!已)将(?!您|其|它|这|该|积分|文件)|"
     r"(?<![机社站开例聚年晚大约])会(?!员|议|计)|(?<![重主])要|想|可以|可能|(?<![功性智技体])能|应该|应当|需要|需(?!求)|"
@@ -663,7 +659,8 @@ _ZH_AFTER_DONE = re.compile(r"了|好|完|成功")
 # "<subject> 已<verb>了 <object>": with an object after it, the subject is the one who acted (not
 # the thing acted on, as in "订单已取消了"): someone else, unless it is the speaker, the system
 # or the listener's thing ("您的订单").
-_ZH_DOER_BEFORE = re.compile(r"(?!.*(?:我|系统|您的|你的|为您|帮您))\s*\S.*$")
+_ZH_NO_DOER = r"(?:刚刚|刚才|现在|目前|这边|那边|今天|今日|马上|立即|好的|好|嗯|亲|您好|你好|已经)"  # when, not who
+_ZH_DOER_BEFORE = re.compile(rf"(?!.*(?:我|系统|您的|你的|为您|帮您))(?!\W*(?:{_ZH_NO_DOER}\W*)+$)\s*\S.*$")
 _ZH_DID_TO = re.compile(r"已(?:经)?[\u4e00-\u9fff]{1,3}了\s*(?![款钱签费账单号])[\w#`\u4e00-\u9fff]")
 
 
@@ -842,6 +839,7 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None,
     previous_sentence = -1
     someone_else = False  # a clause of this sentence named another actor
     read_before = False  # a clause of this sentence reported a read ("I looked it up, and it is confirmed")
+    memo: dict[str, int] = {}  # what is searched in the whole answer at most once
     for position, clause in enumerate(clauses, 1):
         body = lowered[clause.start:min(clause.end, clause.start + _MAX_CLAUSE_CHARS)]
         rules = chinese if _CJK.search(body) else english
@@ -876,7 +874,7 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None,
             elif rule == IMPERSONAL and position < len(clauses) and _SINCE_WHEN.match(
                     lowered, clauses[position].start):
                 claim, rule = False, RECORD  # "has been deprecated since version 4.0": a state since then
-            elif rule == MARKER and _NOTHING_CHANGED.search(lowered, clause.end):
+            elif rule == MARKER and _nothing_changed_after(lowered, clause.end, memo):
                 claim, rule = False, NEGATION  # "Done - lint is clean. No files were touched.": a read, done
         findings.append(ClauseFinding(position, claim, rule, text[clause.start:clause.end].strip()))
         if claim:
@@ -888,8 +886,18 @@ def find(text: str, english: EnglishRules | None, chinese: ChineseRules | None,
 _NOTHING_CHANGED = re.compile(
     r"\b(?:no|none\s+of\s+the)\s+(?:files?|changes?|code|config\w*|settings?|records?)\s+(?:were|was|have\s+been|has\s+been)"
     r"\s+(?:touched|modified|changed|edited|made)|\bnothing\s+(?:was|has\s+been)\s+(?:changed|modified|touched)|"
-    r"\bi\s+(?:didn't|did\s+not|haven't|have\s+not)\s+(?:change|modify|touch|edit)|"
+    r"\bi\s+(?:didn't|did\s+not|haven't|have\s+not)\s+(?:changed?|modif(?:y|ied)|touch(?:ed)?|edit(?:ed)?)\s+"
+    r"(?:anything|any\s+(?:files?|code|settings?|records?))|"
     r"(?:没有|未|并未|没)(?:修改|改动|变更|动)(?:任何|过)|未做任何(?:修改|改动|变更)")
+
+
+def _nothing_changed_after(lowered: str, offset: int, memo: dict[str, int]) -> bool:
+    """Whether the answer says outright, after ``offset``, that nothing was changed (searched once
+    per answer: ``memo``)."""
+    if "nothing_changed" not in memo:
+        found = _NOTHING_CHANGED.search(lowered)
+        memo["nothing_changed"] = found.start() if found else -1
+    return memo["nothing_changed"] >= offset
 
 
 def _planned_lines(lowered: str) -> set[int]:
@@ -917,7 +925,7 @@ _PARENTHETICAL = re.compile(r"\(([^()\n]{0,300})\)|（([^（）\n]{0,300})）|�
 _BLOCK_QUOTE = re.compile(r"^[ \t]*>[^\n]*", re.MULTILINE)
 # A block set off by horizontal rules after words that call it a draft ("Here's a draft notice:
 # ---"): the text the agent proposes, not what it reports (to the next rule, or the end).
-_RULE_LINE = re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,})[ \t]*$", re.MULTILINE)
+_RULE_LINE = re.compile(r"^[ \t]*(?:-{3,}|_{3,})[ \t]*$", re.MULTILINE)  # (*** is gone with the emphasis marks)
 _DRAFT_WORDS = re.compile(r"\b(?:draft|drafted|template|preview|sample|suggested\s+(?:reply|wording|text)|proposed)\b|"
                           r"草稿|草拟|模板|预览|拟稿")
 # A Markdown table's header row (the row above its |---| line): column names, not statements.
@@ -930,8 +938,9 @@ def _blank_drafts(text: str) -> str:
     """The text with each drafted block (see ``_RULE_LINE``) blanked, line breaks kept."""
     rules_at = list(_RULE_LINE.finditer(text))
     for index, rule in enumerate(rules_at):
-        before = text[rules_at[index - 1].end() if index else 0:rule.start()]
-        if not _DRAFT_WORDS.search(before[-300:]):
+        before = text[rules_at[index - 1].end() if index else 0:rule.start()].rstrip()
+        opening = before[before.rfind("\n") + 1:]  # the line that opens the block: "Here's a draft reply:"
+        if not opening.endswith((":", "：")) or not _DRAFT_WORDS.search(opening):
             continue
         end = rules_at[index + 1].start() if index + 1 < len(rules_at) else len(text)
         text = text[:rule.end()] + re.sub(r"[^\n]", " ", text[rule.end():end]) + text[end:]
