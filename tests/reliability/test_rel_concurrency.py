@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from concurrently import run_concurrently
 from rel_support import verdict_key
 
 import otel_agentguard as ag
@@ -178,23 +179,14 @@ def make_sessions(count: int, prefix: str) -> dict[str, list[tuple]]:
 def test_100_threads_each_with_a_session_on_one_guard():
     sessions = make_sessions(THREADS, "thread")
     start = threading.Barrier(THREADS)
-    errors: list[BaseException] = []
     with GuardedTracing() as tracing, ThreadPoolExecutor(8) as pool:
         tools = Tools(tracing)
 
         def worker(session_id: str) -> None:
-            try:
-                start.wait()
-                run_sync(tools, session_id, sessions[session_id], pool)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+            start.wait()
+            run_sync(tools, session_id, sessions[session_id], pool)
 
-        threads = [threading.Thread(target=worker, args=(sid,)) for sid in sessions]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert errors == []
+        run_concurrently(worker, sessions)
     check_spans(tracing, sessions)
     concurrent = {sid: verdict_key(tracing.verdict(sid)) for sid in sessions}
     assert concurrent == baseline(sessions)
@@ -216,11 +208,7 @@ def test_100_threads_sharing_one_session_never_share_or_lose_a_sequence_number()
                 for k in range(calls):
                     context.copy().run(tools.sync["step"], f"{n}-{k}")
 
-            threads = [threading.Thread(target=worker, args=(n,)) for n in range(THREADS)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            run_concurrently(worker, range(THREADS))
             tools.model(final_claims=())
     numbers = sorted(s.attributes[A.SEQUENCE] for s in tracing.spans() if A.SEQUENCE in s.attributes)
     assert numbers == list(range(1, THREADS * calls + 2))

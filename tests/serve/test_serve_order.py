@@ -10,10 +10,10 @@ whose verdict changes gets an amended verdict (``agentguard.verdict.amended``).
 from __future__ import annotations
 
 import random
-import threading
 import time
 
 import pytest
+from concurrently import run_concurrently
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from serve_support import emit_session, free_port, keeping_tracer, service_in_thread
 
@@ -121,22 +121,8 @@ def _shuffled_requests(rng: random.Random, sessions: int) -> tuple[list[list], d
 
 
 def _send_concurrently(requests: list[list], send) -> None:
-    queues = [requests[n::4] for n in range(4)]
-    failures: list[BaseException] = []
-
-    def sender(queue: list[list]) -> None:
-        try:
-            for request in queue:
-                send(request)
-        except BaseException as exc:  # (reported below: a thread's exception is otherwise lost)
-            failures.append(exc)
-
-    threads = [threading.Thread(target=sender, args=(queue,)) for queue in queues]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures
+    """Four senders, each sending its share in turn; a sender's failure fails the test."""
+    run_concurrently(lambda queue: [send(request) for request in queue], [requests[n::4] for n in range(4)])
 
 
 def _exported(result) -> None:
