@@ -336,15 +336,15 @@ def response_attributes(result: ModelResult, policy: Policy | None = None, *,
         attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] = output_tokens
     if result.final:
         # Our own call, not the span processor: the policy's classifier may be asked, in its time budget.
-        verdict = (policy or PROCESS_GUARD.policy).claims.explain(
-            result.text, use_classifier=True, grounds=Grounds(reads) if reads else None)
+        claims = (policy or PROCESS_GUARD.policy).claims
+        verdict = claims.explain(result.text, use_classifier=True, grounds=Grounds(reads) if reads else None)
         attributes[A.FINAL_CLAIMS] = tuple(verdict.categories)
         attributes[A.FINAL_CLAIMS_CHECKED] = verdict.checked
         if verdict.categories and verdict.rule:
             attributes[A.FINAL_CLAIM_RULE] = verdict.rule
             if verdict.clause is not None:
                 attributes[A.FINAL_CLAIM_CLAUSE] = verdict.clause
-        if verdict.borderline and (policy or PROCESS_GUARD.policy).claims.model_judge is not None:
+        if verdict.borderline and claims.model_judge is not None:
             attributes[A.FINAL_CLAIMS_BORDERLINE] = True
     if result.repetition is not None:
         attributes[A.OUTPUT_REPETITION] = result.repetition.summary().attribute
