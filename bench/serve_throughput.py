@@ -24,6 +24,7 @@ service's session tracker (their root span not yet arrived), divided by K.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import http.client
 import json
@@ -35,7 +36,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -178,15 +179,7 @@ def _cpu_seconds(pid: int) -> float:
 def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
                      server_cpu: int | None) -> tuple[float, float]:
     """Spans per wall-clock second, and per second of CPU the service itself used."""
-    port = _free_port()
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
-           "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
-    command = [sys.executable, "-m", "otel_agentguard", "serve", "--listen", f"127.0.0.1:{port}",
-               "--grpc-listen", "off", "--queue-spans", str(spans + 1)]
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             preexec_fn=_pinned(server_cpu))
-    try:
-        _wait_listening(port)
+    with _serve(server_cpu, "--queue-spans", str(spans + 1)) as (port, child):
         shares = [payload[index::_CONNECTIONS] for index in range(_CONNECTIONS)]
         cpu_before = _cpu_seconds(child.pid)
         start = time.perf_counter()
@@ -202,9 +195,6 @@ def spans_per_second(payload: list[bytes], spans: int, sessions_count: int,
             time.sleep(0.005)
         wall = time.perf_counter() - start
         return spans / wall, spans / max(_cpu_seconds(child.pid) - cpu_before, 1e-9)
-    finally:
-        child.terminate()
-        child.wait(30)
 
 
 def one_trace(start: int, count: int) -> bytes:
@@ -226,16 +216,8 @@ def health_while_judging(sessions_count: int, server_cpu: int | None) -> list[fl
     """/health's answer times (seconds) while one trace of ``sessions_count`` sessions is judged."""
     part = min(10_000, sessions_count)
     payload = [one_trace(start, part) for start in range(0, sessions_count, part)]
-    port = _free_port()
-    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
-           "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
-    child = subprocess.Popen([sys.executable, "-m", "otel_agentguard", "serve", "--listen", f"127.0.0.1:{port}",
-                              "--grpc-listen", "off", "--settle", "0.5"],
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             preexec_fn=_pinned(server_cpu))
     latencies: list[float] = []
-    try:
-        _wait_listening(port)
+    with _serve(server_cpu, "--settle", "0.5") as (port, _):
         sender = threading.Thread(target=_send, args=(port, payload))
         sender.start()
         while True:
@@ -246,27 +228,34 @@ def health_while_judging(sessions_count: int, server_cpu: int | None) -> list[fl
                 break
             time.sleep(0.01)
         sender.join()
-        return latencies
+    return latencies
+
+
+@contextlib.contextmanager
+def _serve(cpu: int | None, *options: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """The real ``agentguard serve`` in a child (pinned to ``cpu`` unless None), its verdict
+    exporters off, listening: its port and the child; stopped at the end of the block."""
+    port = _free_port()
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_AGENTGUARD_FINGERPRINT_KEY": "bench"}
+    command = [sys.executable, "-m", "otel_agentguard", "serve", "--listen", f"127.0.0.1:{port}",
+               "--grpc-listen", "off", *options]
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                _health(port)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield port, child
     finally:
         child.terminate()
         child.wait(30)
-
-
-def _pinned(cpu: int | None) -> Callable[[], None] | None:
-    """A child's preexec function that pins it to ``cpu`` (None: not pinned)."""
-    return (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-
-
-def _wait_listening(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            _health(port)
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def bytes_per_live_session(count: int) -> float:
