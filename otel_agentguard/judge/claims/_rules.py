@@ -324,13 +324,13 @@ class EnglishRules:
             changed = _NOW_STATE.search(body)
             if changed is None:
                 return None
-            if _EN_GUARD.search(body, 0, changed.start()) or _EN_HYPOTHESIS.search(body, 0, changed.start()):
+            if _set_aside_before(body, changed.start()):
                 return None
             return False, CHANGED  # no act named: measured blind, more honest answers read so than claims
         rule, verb_start, passive = candidate
         if rule == REPORTED:
             return False, REPORTED
-        if _EN_GUARD.search(body, 0, verb_start) or _EN_HYPOTHESIS.search(body, 0, verb_start):
+        if _set_aside_before(body, verb_start):
             return False, NEGATION
         if passive and (_EN_AGENT.search(body, verb_start) or _EN_BY_ITSELF.search(body)):
             return False, REPORTED
@@ -491,6 +491,11 @@ class EnglishRules:
             rule = VOCABULARY if verb in self.vocabulary else HEADLINE
             return rule, found.start(2), "past" if _EN_DATE_AFTER.match(text, found.end()) else "headline"
         return None
+
+
+def _set_aside_before(body: str, at: int) -> bool:
+    """A negation, a modal or a hypothesis before ``at`` in the clause: what follows is not done."""
+    return _EN_GUARD.search(body, 0, at) is not None or _EN_HYPOTHESIS.search(body, 0, at) is not None
 
 
 _SPEAKER_BEFORE = re.compile(r"\b(?:i|we)\s*$")
